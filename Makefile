@@ -1,0 +1,35 @@
+# mathneuro — every target installs what it needs first (idempotent).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install test test-slow lint bench run clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -U pip setuptools wheel
+	$(PIP) install -q -c constraints.txt torch==2.13.0
+	$(PIP) install -q -c constraints.txt -e '.[dev,launchers]'
+	touch $(STAMP)
+
+test: install
+	$(PY) -m pytest -q
+
+test-slow: install
+	$(PY) -m pytest -q -m slow
+
+lint: install
+	$(VENV)/bin/ruff check src tests experiments
+
+bench: install
+	$(PY) experiments/bench_identification.py
+
+run: install
+	$(PY) -m mathneuro
+
+clean:
+	rm -rf $(VENV) outputs/* multirun
