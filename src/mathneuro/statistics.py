@@ -1,0 +1,234 @@
+"""The only forward passes: statistics of calibration samples that every score is built from.
+
+Two kinds, collected in one batched, padding-aware pass over the decoder (no LM head):
+
+- ``linear_inputs``: per scored linear and input column j, over samples s,
+  ``norm[j] = Σ_s ||X_s[:, j]||₂`` (MathNeuro, SPEC §1) and ``sq[j] = Σ_s Σ_t X_s[t, j]²``
+  (Wanda proper). Both are float32 whatever the model dtype.
+- ``lape``: per MLP activation module and neuron n, the number of real tokens on which the
+  activation output is > 0, plus the token count (LAPE, SPEC §4).
+
+Statistics depend only on the model, the sample texts and ``max_length``: never on top-K,
+the scalar or the intervention, so they are computed once and cached (``mathneuro.cache``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from mathneuro.targets import base_model, find_mlp_activations, find_target_linears
+
+KINDS = ("linear_inputs", "lape")
+
+
+@dataclass
+class Statistics:
+    """Accumulated statistics of one kind over one sample set.
+
+    ``tensors`` maps ``"<module>::<stat>"`` to a float32 (``norm``, ``sq``) or int64
+    (``positive``) vector; ``num_samples`` and ``num_tokens`` count what was seen.
+    """
+
+    kind: str
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    num_samples: int = 0
+    num_tokens: int = 0
+    meta: dict = field(default_factory=dict)
+
+    def get(self, module: str, stat: str) -> torch.Tensor:
+        """The ``stat`` vector (``norm``, ``sq`` or ``positive``) of ``module``."""
+        try:
+            return self.tensors[f"{module}::{stat}"]
+        except KeyError:
+            raise KeyError(f"no {stat!r} statistic for module {module!r} in {self.kind} statistics") from None
+
+    def modules(self) -> list[str]:
+        """Module names these statistics cover, in insertion order."""
+        seen: dict[str, None] = {}
+        for key in self.tensors:
+            seen[key.rsplit("::", 1)[0]] = None
+        return list(seen)
+
+
+class _LinearInputAccumulator:
+    """Forward pre-hook state for every target linear; shares work between linears fed the same tensor."""
+
+    def __init__(self, targets: dict[str, nn.Linear]):
+        self.norm: dict[str, torch.Tensor] = {}
+        self.sq: dict[str, torch.Tensor] = {}
+        self.mask: torch.Tensor | None = None  # [B, 1, T] float32, None when the batch has no padding
+        self._last_input: torch.Tensor | None = None
+        self._last_result: tuple[torch.Tensor, torch.Tensor] | None = None
+        for name, mod in targets.items():
+            dev = mod.weight.device
+            self.norm[name] = torch.zeros(mod.in_features, dtype=torch.float32, device=dev)
+            self.sq[name] = torch.zeros(mod.in_features, dtype=torch.float32, device=dev)
+
+    def new_batch(self, mask: torch.Tensor | None) -> None:
+        self.mask = mask
+        self._last_input = None
+        self._last_result = None
+
+    def hook(self, name: str):
+        def pre_hook(_module: nn.Module, args: tuple) -> None:
+            x = args[0]
+            if x is self._last_input and self._last_result is not None:
+                norm_b, sq_b = self._last_result  # q/k/v (and gate/up) read one tensor: reuse its sums
+            else:
+                xf = x.to(torch.float32)
+                xf = xf * xf if xf is x else xf.mul_(xf)
+                if self.mask is None:
+                    per_sample = xf.sum(dim=1)  # [B, d]
+                else:
+                    per_sample = torch.bmm(self.mask.to(xf.device), xf).squeeze(1)  # Σ over real tokens
+                norm_b = per_sample.sqrt().sum(dim=0)
+                sq_b = per_sample.sum(dim=0)
+                self._last_input, self._last_result = x, (norm_b, sq_b)
+            self.norm[name] += norm_b.to(self.norm[name].device)
+            self.sq[name] += sq_b.to(self.sq[name].device)
+
+        return pre_hook
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        out = {}
+        for name in self.norm:
+            out[f"{name}::norm"] = self.norm[name].cpu()
+            out[f"{name}::sq"] = self.sq[name].cpu()
+        return out
+
+
+class _LapeAccumulator:
+    """Forward hook state counting, per MLP neuron, the real tokens with activation > 0."""
+
+    def __init__(self, activations: dict[str, nn.Module]):
+        self.names = list(activations)
+        self.positive: dict[str, torch.Tensor] = {}
+        self.token_mask: torch.Tensor | None = None  # [B, T, 1] bool, None without padding
+
+    def new_batch(self, token_mask: torch.Tensor | None) -> None:
+        self.token_mask = token_mask
+
+    def hook(self, name: str):
+        def fwd_hook(_module: nn.Module, _args: tuple, output: torch.Tensor) -> None:
+            pos = output > 0
+            if self.token_mask is not None:
+                pos &= self.token_mask.to(pos.device)
+            counts = pos.sum(dim=(0, 1))
+            if name in self.positive:
+                self.positive[name] += counts
+            else:
+                self.positive[name] = counts.to(torch.int64)
+
+        return fwd_hook
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {f"{name}::positive": self.positive[name].cpu() for name in self.names}
+
+
+@contextlib.contextmanager
+def hooks(handles: list) -> Iterator[None]:
+    """Remove every hook handle in ``handles`` on exit, whatever happens inside."""
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+        handles.clear()
+
+
+def tokenize(tokenizer, texts: Sequence[str], max_length: int) -> list[list[int]]:
+    """Token ids of each text, truncated to ``max_length``; empty texts are refused."""
+    ids = tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=max_length)["input_ids"]
+    for i, row in enumerate(ids):
+        if not row:
+            raise ValueError(f"sample {i} tokenizes to nothing; empty samples cannot be scored")
+    return ids
+
+
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Sample indices grouped into batches of similar length (longest first), to minimise padding."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def _input_device(model: nn.Module) -> torch.device:
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    if emb is not None:
+        return emb.weight.device
+    return next(model.parameters()).device
+
+
+@torch.no_grad()
+def collect_statistics(
+    model: nn.Module,
+    tokenizer,
+    texts: Sequence[str],
+    *,
+    kinds: Sequence[str] = ("linear_inputs",),
+    targets: dict[str, nn.Linear] | None = None,
+    activations: dict[str, nn.Module] | None = None,
+    batch_size: int = 8,
+    max_length: int = 512,
+    progress: bool = True,
+    desc: str = "statistics",
+) -> dict[str, Statistics]:
+    """Run the decoder over ``texts`` once and return ``{kind: Statistics}`` for each requested kind.
+
+    Batches are formed by sorted length with right padding; padded positions are excluded
+    from every statistic. Hooks are removed when the pass ends, also on error.
+    """
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise ValueError(f"statistics kind: unknown {unknown}; allowed: {', '.join(KINDS)}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
+    if not texts:
+        raise ValueError("statistics: no samples given")
+    lin = lape = None
+    handles: list = []
+    if "linear_inputs" in kinds:
+        targets = targets if targets is not None else find_target_linears(model)
+        lin = _LinearInputAccumulator(targets)
+        handles += [mod.register_forward_pre_hook(lin.hook(name)) for name, mod in targets.items()]
+    if "lape" in kinds:
+        activations = activations if activations is not None else find_mlp_activations(model)
+        lape = _LapeAccumulator(activations)
+        handles += [mod.register_forward_hook(lape.hook(name)) for name, mod in activations.items()]
+
+    ids = tokenize(tokenizer, texts, max_length)
+    lengths = [len(r) for r in ids]
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    device = _input_device(model)
+    decoder = base_model(model)
+    num_tokens = 0
+    with hooks(handles):
+        bar = tqdm(total=len(ids), desc=desc, unit="sample", disable=not progress)
+        for batch in length_sorted_batches(lengths, batch_size):
+            width = max(lengths[i] for i in batch)
+            input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+            attn = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, i in enumerate(batch):
+                input_ids[row, : lengths[i]] = torch.tensor(ids[i])
+                attn[row, : lengths[i]] = 1
+            padded = bool((attn == 0).any())
+            if lin is not None:
+                lin.new_batch(attn.to(torch.float32).unsqueeze(1).to(device) if padded else None)
+            if lape is not None:
+                lape.new_batch(attn.bool().unsqueeze(-1).to(device) if padded else None)
+            decoder(input_ids=input_ids.to(device), attention_mask=attn.to(device), use_cache=False)
+            num_tokens += int(attn.sum())
+            bar.update(len(batch))
+        bar.close()
+    out: dict[str, Statistics] = {}
+    meta = {"max_length": max_length, "num_samples": len(ids)}
+    if lin is not None:
+        out["linear_inputs"] = Statistics("linear_inputs", lin.tensors(), len(ids), num_tokens, dict(meta))
+    if lape is not None:
+        out["lape"] = Statistics("lape", lape.tensors(), len(ids), num_tokens, dict(meta))
+    return out

@@ -1,0 +1,30 @@
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_caches(tmp_path_factory, monkeypatch):
+    """Keep every cache the code under test writes inside pytest's temporary tree."""
+    root = tmp_path_factory.getbasetemp() / "caches"
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(root / "datasets"))
+    monkeypatch.setenv("MATHNEURO_CACHE", str(root / "mathneuro"))
+    yield
+
+
+TEXTS = [
+    "Natalia sold clips to 48 of her friends in April. 48/2 = 24. #### 72",
+    "a",
+    "The quick brown fox jumps over the lazy dog.",
+    "xyz 123 456 789",
+    "What is 7 times 8? 7*8 = 56. The answer is 56.",
+    "Read the passage and answer: the cat sat on the mat.",
+    "Q: Which planet is largest? A: Jupiter",
+]
