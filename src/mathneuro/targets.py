@@ -16,7 +16,7 @@ from torch import nn
 DEFAULT_PATTERN = r"(^|\.)(layers|h|blocks)\.\d+\."
 
 #: Names of MLP activation modules LAPE hooks (gated MLPs: ``act_fn``; phi-style: ``activation_fn``).
-ACTIVATION_NAMES = ("act_fn", "activation_fn", "act")
+ACTIVATION_NAMES = ("act_fn", "activation_fn")
 
 
 def find_target_linears(
@@ -83,3 +83,14 @@ def base_model(model: nn.Module) -> nn.Module:
 def weight_parameters(targets: dict[str, nn.Linear]) -> dict[str, torch.Tensor]:
     """``{"<module>.weight": weight}`` for the given target linears."""
     return {f"{name}.weight": mod.weight for name, mod in targets.items()}
+
+
+def mlp_widths(model: nn.Module) -> dict[str, int]:
+    """``{activation module name: number of MLP neurons}`` — the input width of the MLP's output linear."""
+    modules = dict(model.named_modules())
+    widths = {}
+    for name in find_mlp_activations(model):
+        mlp = modules[name.rsplit(".", 1)[0]]
+        outs = [m for n, m in mlp.named_children() if n in ("down_proj", "fc2", "c_proj") and isinstance(m, nn.Linear)]
+        widths[name] = outs[0].in_features if outs else 0
+    return widths

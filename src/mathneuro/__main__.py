@@ -1,0 +1,3 @@
+from mathneuro.cli import main
+
+main()

@@ -1,0 +1,101 @@
+"""The ``mathneuro`` command: Hydra composes ``conf/``; every (sweep) job runs :func:`run_point`.
+
+Bad config values end the command with exit code 2 and one line naming the key; the job's
+return value is the sweep objective, so an Optuna sweeper can optimise it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from mathneuro.config import ConfigError, register_configs
+
+log = logging.getLogger("mathneuro")
+
+
+def config_dir() -> str:
+    """``$MATHNEURO_CONF``, else the repository's ``conf/``, else the copy inside the package."""
+    env = os.environ.get("MATHNEURO_CONF")
+    if env:
+        return str(Path(env).resolve())
+    repo = Path(__file__).resolve().parents[2] / "conf"
+    if (repo / "config.yaml").exists():
+        return str(repo)
+    return str(Path(__file__).resolve().parent / "conf")
+
+
+def job_dirname(override_dirname: str, max_len: int = 120) -> str:
+    """A sweep point's directory name from its overrides: path separators flattened, long names
+    shortened with a hash, so the same overrides always map to the same directory (resume)."""
+    import hashlib
+
+    name = override_dirname.replace("/", "_").replace("\\", "_") or "default"
+    if len(name) > max_len:
+        digest = hashlib.sha1(name.encode()).hexdigest()[:10]
+        name = f"{name[: max_len - 11]}-{digest}"
+    return name
+
+
+def format_table(results: dict) -> str:
+    """A short plain-text table: each metric before and after the edit, and the selection size."""
+    sel = results["selection"]
+    lines = [
+        f"method={results['point']['method']} top_k={results['point']['top_k']} "
+        f"scalar={results['point']['scalar']}: {sel['num_selected']:,} selected "
+        f"({100 * (sel['fraction_of_model'] or 0):.3f}% of the model)",
+    ]
+    metrics, base = results.get("metrics", {}), results.get("baseline_metrics", {})
+    names = [k for k in metrics if not k.endswith("_stderr")]
+    if names:
+        width = max(len(n) for n in names)
+        lines.append(f"{'metric':{width}s}  {'before':>8s}  {'after':>8s}")
+        for name in names:
+            before = base.get(name)
+            before_s = f"{before:8.4f}" if isinstance(before, (int, float)) else f"{'-':>8s}"
+            lines.append(f"{name:{width}s}  {before_s}  {metrics[name]:8.4f}")
+    return "\n".join(lines)
+
+
+def _task(cfg: DictConfig) -> float:
+    from mathneuro.runner import run_point
+
+    hc = HydraConfig.get()
+    output_dir = hc.runtime.output_dir
+    if hc.mode == RunMode.MULTIRUN:
+        group = Path(hc.sweep.dir).name
+    else:
+        group = Path(output_dir).name
+    tags = [f"{k}:{v}" for k, v in hc.runtime.choices.items() if not k.startswith("hydra") and v is not None]
+    try:
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+        results = run_point(OmegaConf.to_object(cfg), output_dir, resolved_config=resolved, group=group, tags=tags)
+    except ConfigError as exc:
+        print(f"mathneuro: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    if results.get("skipped"):
+        print(f"{output_dir}: already complete, skipped")
+    else:
+        print(format_table(results))
+        print(f"results: {Path(output_dir) / 'results.json'}")
+    objective = results.get("objective")
+    return float(objective) if objective is not None else float("nan")
+
+
+def main() -> None:
+    """Console entry point (``mathneuro`` and ``python -m mathneuro``)."""
+    register_configs()
+    if not OmegaConf.has_resolver("mathneuro_dirname"):
+        OmegaConf.register_new_resolver("mathneuro_dirname", job_dirname)
+    hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_task)()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""Structured configs: dataclasses that type-check every config group before any model loads.
+
+Registered in Hydra's ConfigStore as the schema of ``conf/config.yaml`` and of each group
+(``model``, ``task``, ``filter``, ``method``, ``intervention``, ``eval``, ``logger``).
+:func:`validate` checks values OmegaConf's types cannot (ranges, names) and raises
+:class:`ConfigError` with one line naming the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from mathneuro.data import DatasetConfig
+from mathneuro.evaluation import EvalConfig
+from mathneuro.methods import METHODS
+from mathneuro.targets import DEFAULT_PATTERN
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+INTERVENTIONS = ("prune", "scale")
+LOGGERS = ("wandb", "none")
+WANDB_MODES = ("offline", "online", "disabled")
+
+
+class ConfigError(ValueError):
+    """A config value is wrong; the message names the key and the allowed values."""
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING  # short name used in results and W&B tags
+    name_or_path: str = MISSING  # Hub id, local folder, .gguf file, or embedded://smollm2-135m
+    gguf_file: Optional[str] = None
+    revision: Optional[str] = None
+    dtype: str = "auto"
+    device: str = "auto"
+    device_map: Optional[str] = None
+    trust_remote_code: bool = False
+
+
+@dataclass
+class MethodConfig:
+    name: str = "mathneuro"
+    filter_top_k: Optional[float] = None  # mathneuro: K of the filter side (default: top_k)
+    reference: str = "mathneuro"  # random: whose per-matrix counts to match
+    filter_rate: float = 0.95  # lape
+    activation_bar: float = 0.95  # lape
+    targets: str = DEFAULT_PATTERN  # regex over module names of the scored linears
+    include_lm_head: bool = False
+
+
+@dataclass
+class InterventionConfig:
+    name: str = "prune"
+    scalar: float = 0.0
+
+
+@dataclass
+class LoggerConfig:
+    name: str = "wandb"
+    project: str = "mathneuro"
+    entity: Optional[str] = None
+    mode: str = "offline"
+    tags: list[str] = field(default_factory=list)
+    log_report: bool = True
+
+
+@dataclass
+class ObjectiveConfig:
+    """What the runner returns to a sweeper: relative gain of ``metric`` after the edit, minus a
+    penalty when ``constraint`` drops (relatively) by more than ``tolerance``."""
+
+    metric: str = ""
+    constraint: Optional[str] = None
+    tolerance: float = 0.02
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    task: DatasetConfig = field(default_factory=DatasetConfig)
+    filter: DatasetConfig = field(default_factory=DatasetConfig)
+    method: MethodConfig = field(default_factory=MethodConfig)
+    intervention: InterventionConfig = field(default_factory=InterventionConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    top_k: float = 0.05
+    num_samples: int = 500
+    bootstrap: bool = True
+    seed: int = 0
+    max_length: int = 512
+    batch_size: int = 8
+    save_selection: bool = False
+    baseline: bool = True
+    resume: bool = True
+    progress: bool = True
+    cache_dir: str = "${oc.env:MATHNEURO_CACHE,${oc.env:HOME}/.cache/mathneuro}"
+    extra: Any = None
+
+
+def _allowed(key: str, value: Any, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{key}: unknown value {value!r}; allowed: {', '.join(map(str, allowed))}")
+
+
+def validate(cfg: Any) -> None:
+    """Check every value a type cannot; raise ConfigError naming the first bad key."""
+    top_k = cfg.top_k
+    if not isinstance(top_k, (int, float)) or not math.isfinite(top_k) or not 0 < top_k <= 1:
+        raise ConfigError(f"top_k: must be a fraction in (0, 1], got {top_k!r}")
+    if cfg.method.filter_top_k is not None and not 0 < cfg.method.filter_top_k <= 1:
+        raise ConfigError(f"method.filter_top_k: must be a fraction in (0, 1] or null, got {cfg.method.filter_top_k!r}")
+    if cfg.num_samples < 1:
+        raise ConfigError(f"num_samples: must be >= 1, got {cfg.num_samples}")
+    if cfg.batch_size < 1:
+        raise ConfigError(f"batch_size: must be >= 1, got {cfg.batch_size}")
+    if cfg.max_length < 1:
+        raise ConfigError(f"max_length: must be >= 1, got {cfg.max_length}")
+    _allowed("method.name", cfg.method.name, METHODS)
+    _allowed("method.reference", cfg.method.reference, ("mathneuro",))
+    for key in ("filter_rate", "activation_bar"):
+        value = getattr(cfg.method, key)
+        if not 0 < value < 1:
+            raise ConfigError(f"method.{key}: must be in (0, 1), got {value!r}")
+    _allowed("intervention.name", cfg.intervention.name, INTERVENTIONS)
+    scalar = cfg.intervention.scalar
+    if not isinstance(scalar, (int, float)) or not math.isfinite(scalar):
+        raise ConfigError(f"intervention.scalar: must be a finite number, got {scalar!r}")
+    if cfg.intervention.name == "prune" and scalar != 0:
+        raise ConfigError(f"intervention.scalar: prune means scalar 0, got {scalar}; use intervention=scale")
+    _allowed("model.dtype", cfg.model.dtype, DTYPES)
+    device = str(cfg.model.device)
+    if not (device in ("auto", "cpu", "cuda", "mps") or device.startswith("cuda:")):
+        raise ConfigError(f"model.device: unknown value {device!r}; allowed: auto, cpu, cuda, cuda:N, mps")
+    _allowed("logger.name", cfg.logger.name, LOGGERS)
+    _allowed("logger.mode", cfg.logger.mode, WANDB_MODES)
+    for group in ("task", "filter"):
+        try:
+            getattr(cfg, group).validate(group)
+        except ConfigError:
+            raise
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    try:
+        cfg.eval.validate()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def register_configs() -> None:
+    """Register the schema of the primary config and of every group in Hydra's ConfigStore."""
+    cs = ConfigStore.instance()
+    cs.store(name="config_schema", node=Config)
+    cs.store(group="model", name="model_schema", node=ModelConfig)
+    cs.store(group="task", name="dataset_schema", node=DatasetConfig)
+    cs.store(group="filter", name="dataset_schema", node=DatasetConfig)
+    cs.store(group="method", name="method_schema", node=MethodConfig)
+    cs.store(group="intervention", name="intervention_schema", node=InterventionConfig)
+    cs.store(group="eval", name="eval_schema", node=EvalConfig)
+    cs.store(group="logger", name="logger_schema", node=LoggerConfig)

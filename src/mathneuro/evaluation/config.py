@@ -1,0 +1,233 @@
+"""``EvalConfig``: what to evaluate and how, as a Hydra structured config (config group ``eval``).
+
+Only primitives, optionals, lists of primitives and nested dataclasses, all with defaults, so
+that it can be stored in Hydra's ConfigStore. :meth:`EvalConfig.validate` checks what types
+cannot and raises ``ValueError`` with one line naming the key and the allowed values; it runs
+before any model loads. The defaults are the paper's evaluation (SPEC.md §5).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Optional
+
+from mathneuro.evaluation.tasks import (
+    DATA_DIR_ENV,
+    PROBES,
+    TASK_NAMES,
+    TASKS,
+    missing_files,
+    missing_modules,
+    resolve_data_dir,
+)
+
+OPERATIONS = ("+", "-", "*")
+
+
+@dataclass
+class ArithConfig:
+    """Arithmetic probe: generated ``a <op> b =`` problems, answered greedily, scored by exact match."""
+
+    num_problems: int = 100
+    digits: int = 1  # operands have exactly this many digits (1: 0-9)
+    operations: list[str] = field(default_factory=lambda: ["+"])  # any of "+", "-", "*"
+    num_fewshot: int = 5  # solved examples before each problem (the same for every problem)
+    seed: int = 0  # draws the problems and the examples (a private RNG; global RNGs untouched)
+    max_new_tokens: int = 8
+
+
+@dataclass
+class GenerationProbeConfig:
+    """GSM8K-style probe: chain-of-thought generation, answer = first "The answer is N", else the last number."""
+
+    file: Optional[str] = None  # .jsonl with question/answer; None: <data_dir>/gsm8k/test.jsonl, else our word problems
+    num_fewshot: int = 8  # worked examples in the shared prefix (lm-eval's gsm8k_cot exemplars)
+    max_new_tokens: int = 256
+    reuse_prefix_cache: bool = True  # compute the shared few-shot prefix once per batch (same answers, faster)
+
+
+@dataclass
+class MultipleChoiceConfig:
+    """Multiple-choice probe: accuracy of the most likely choice (log-likelihood), as lm-eval's acc / acc_norm."""
+
+    file: Optional[str] = None  # .jsonl with question, choices [...], answer (index); None: our shipped file
+
+
+@dataclass
+class PerplexityConfig:
+    """Perplexity probe: log-likelihood of a text set, in windows of ``max_length`` tokens."""
+
+    file: Optional[str] = None  # .txt (documents separated by blank lines) or .jsonl with "text"; None: ours
+    max_length: int = 512
+
+
+@dataclass
+class TaskLimits:
+    """Per-task ``limit`` (examples; a fraction if < 1); None falls back to ``eval.limit``."""
+
+    gsm8k_cot: Optional[float] = 200
+    gsm8k: Optional[float] = None
+    minerva_math: Optional[float] = None
+    mathqa: Optional[float] = None
+    egsm: Optional[float] = None
+    race: Optional[float] = None
+    mmlu: Optional[float] = None
+    hellaswag: Optional[float] = None
+    piqa: Optional[float] = None
+    winogrande: Optional[float] = None
+    wikitext: Optional[float] = None
+    mutual: Optional[float] = None
+    mutual_plus: Optional[float] = None
+    gsm8k_gen: Optional[float] = None
+    mc: Optional[float] = None
+    ppl: Optional[float] = None
+
+
+LIMITABLE = tuple(f.name for f in fields(TaskLimits))
+
+
+@dataclass
+class EvalConfig:
+    """What the evaluator runs on the model as it is now; defaults: the paper's GSM8K-CoT (200), RACE, MMLU."""
+
+    name: str = "paper"
+    tasks: list[str] = field(default_factory=lambda: ["gsm8k_cot", "race", "mmlu"])  # empty: evaluation off
+    limit: Optional[float] = None  # examples per task (per subtask for groups such as mmlu); < 1: a fraction
+    limits: TaskLimits = field(default_factory=TaskLimits)
+    num_fewshot: Optional[int] = None  # harness tasks only; tasks fixed at 0 shots stay at 0 (lm-eval's rule)
+    batch_size: int = 8  # set on the HFLM wrapper and used by the probes
+    data_dir: Optional[str] = None  # local copies laid out like ../shared/data (else $MATHNEURO_DATA_DIR, else Hub)
+    baseline: bool = True  # also evaluate the unedited model (the runner caches it per model + eval config)
+    bootstrap_iters: int = 1000  # lm-eval stderr: closed form for means; bootstrap for perplexities; 0: none
+    max_gen_toks: Optional[int] = None  # cap on generated tokens for lm-eval generation tasks
+    max_length: Optional[int] = None  # HFLM context length (None: from the model config)
+    apply_chat_template: bool = False
+    fewshot_as_multiturn: bool = False
+    system_instruction: Optional[str] = None
+    fewshot_seed: int = 1234  # lm-eval's few-shot sampler seed (lm-eval's default)
+    math_tasks: list[str] = field(default_factory=list)  # override the table: count these as math
+    nonmath_tasks: list[str] = field(default_factory=list)  # ... and these as non-math
+    progress: bool = True  # tqdm bars in the probes
+    arith: ArithConfig = field(default_factory=ArithConfig)
+    gsm8k_gen: GenerationProbeConfig = field(default_factory=GenerationProbeConfig)
+    mc: MultipleChoiceConfig = field(default_factory=MultipleChoiceConfig)
+    ppl: PerplexityConfig = field(default_factory=PerplexityConfig)
+
+    # ------------------------------------------------------------------ helpers
+    @classmethod
+    def coerce(cls, cfg: Any) -> EvalConfig:
+        """An ``EvalConfig`` from an ``EvalConfig``, an OmegaConf node or a plain mapping (type-checked)."""
+        if isinstance(cfg, cls):
+            return cfg
+        from omegaconf import DictConfig, OmegaConf
+
+        data = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), data))
+
+    def is_enabled(self) -> bool:
+        """False when no task is requested (``eval=none``)."""
+        return len(self.tasks) > 0
+
+    def resolved_data_dir(self) -> Path | None:
+        """``data_dir``, else ``$MATHNEURO_DATA_DIR``, as an absolute path; None when neither is set."""
+        return resolve_data_dir(self.data_dir)
+
+    def limit_for(self, task: str) -> float | int | None:
+        """The example limit of ``task``: ``limits.<task>`` if set, else ``limit``; ints stay ints."""
+        value = getattr(self.limits, task, None) if task in LIMITABLE else None
+        if value is None:
+            value = self.limit
+        if value is None:
+            return None
+        return int(value) if value >= 1 else float(value)
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Raise ``ValueError`` (one line: key and allowed values) on the first bad value; else return None."""
+        allowed = ", ".join(TASK_NAMES)
+        seen: set[str] = set()
+        for task in self.tasks:
+            if task not in TASKS:
+                raise ValueError(f"eval.tasks: unknown task {task!r}; allowed: {allowed}")
+            if task in seen:
+                raise ValueError(f"eval.tasks: task {task!r} is listed twice")
+            seen.add(task)
+        for key in ("math_tasks", "nonmath_tasks"):
+            for task in getattr(self, key):
+                if task not in TASKS:
+                    raise ValueError(f"eval.{key}: unknown task {task!r}; allowed: {allowed}")
+        both = set(self.math_tasks) & set(self.nonmath_tasks)
+        if both:
+            raise ValueError(f"eval.math_tasks: {sorted(both)[0]!r} is also in eval.nonmath_tasks; pick one")
+        _check_limit("eval.limit", self.limit)
+        for key in LIMITABLE:
+            _check_limit(f"eval.limits.{key}", getattr(self.limits, key))
+        if self.num_fewshot is not None and self.num_fewshot < 0:
+            raise ValueError(f"eval.num_fewshot: must be >= 0 or null, got {self.num_fewshot}")
+        _check_min("eval.batch_size", self.batch_size, 1)
+        _check_min("eval.bootstrap_iters", self.bootstrap_iters, 0)
+        if self.max_gen_toks is not None:
+            _check_min("eval.max_gen_toks", self.max_gen_toks, 1)
+        if self.max_length is not None:
+            _check_min("eval.max_length", self.max_length, 2)
+        self._validate_probes()
+        self._validate_data()
+
+    def _validate_probes(self) -> None:
+        a = self.arith
+        _check_min("eval.arith.num_problems", a.num_problems, 1)
+        if not 1 <= a.digits <= 9:
+            raise ValueError(f"eval.arith.digits: must be in 1..9, got {a.digits}")
+        if not a.operations:
+            raise ValueError(f"eval.arith.operations: must not be empty; allowed: {', '.join(OPERATIONS)}")
+        for op in a.operations:
+            if op not in OPERATIONS:
+                raise ValueError(f"eval.arith.operations: unknown operation {op!r}; allowed: {', '.join(OPERATIONS)}")
+        _check_min("eval.arith.num_fewshot", a.num_fewshot, 0)
+        _check_min("eval.arith.max_new_tokens", a.max_new_tokens, 1)
+        g = self.gsm8k_gen
+        _check_min("eval.gsm8k_gen.num_fewshot", g.num_fewshot, 0)
+        if g.num_fewshot > 8:
+            raise ValueError(f"eval.gsm8k_gen.num_fewshot: at most 8 worked examples exist, got {g.num_fewshot}")
+        _check_min("eval.gsm8k_gen.max_new_tokens", g.max_new_tokens, 1)
+        _check_min("eval.ppl.max_length", self.ppl.max_length, 2)
+        for key, path in (("gsm8k_gen.file", g.file), ("mc.file", self.mc.file), ("ppl.file", self.ppl.file)):
+            if path is not None and not Path(path).expanduser().is_file():
+                raise ValueError(f"eval.{key}: no such file {path!r}")
+
+    def _validate_data(self) -> None:
+        harness = [t for t in self.tasks if t not in PROBES]
+        if self.data_dir is not None and not Path(self.data_dir).expanduser().is_dir():
+            raise ValueError(f"eval.data_dir: no such directory {self.data_dir!r}")
+        data_dir = self.resolved_data_dir()
+        if data_dir is not None and not data_dir.is_dir():
+            raise ValueError(f"eval.data_dir: ${DATA_DIR_ENV} names no directory ({str(data_dir)!r})")
+        for task in harness:
+            spec = TASKS[task]
+            if data_dir is not None:
+                missing = missing_files(task, data_dir)
+                if missing:
+                    raise ValueError(f"eval.data_dir: task {task!r} needs {missing[0]} under {data_dir} "
+                                     f"(layout of ../shared/data); {len(missing)} file(s) missing")
+            elif spec.stock is None:
+                raise ValueError(f"eval.tasks: {task!r} has no stock lm-eval task; set eval.data_dir "
+                                 f"(or ${DATA_DIR_ENV}) to a folder laid out like ../shared/data")
+            else:
+                absent = missing_modules(task)
+                if absent:
+                    raise ValueError(f"eval.tasks: stock {spec.stock!r} needs python module {absent[0]!r} "
+                                     f"(pip install 'lm-eval[math]'), or set eval.data_dir for the local version")
+
+
+def _check_limit(key: str, value: float | None) -> None:
+    if value is None:
+        return
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{key}: must be > 0 (a count, or a fraction below 1) or null, got {value!r}")
+
+
+def _check_min(key: str, value: int, low: int) -> None:
+    if value < low:
+        raise ValueError(f"{key}: must be >= {low}, got {value}")

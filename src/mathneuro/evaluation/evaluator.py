@@ -1,0 +1,148 @@
+"""``Evaluator``: evaluates one loaded model, as it is at call time, on the tasks of an ``EvalConfig``.
+
+Built once per process per loaded model; the runner calls :meth:`Evaluator.evaluate` on the
+unedited model (baseline) and again after each intervention. Metric names are flat:
+``<math|nonmath>/<task>/<metric>`` with lm-eval's metric names and ``<metric>_stderr``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+
+from mathneuro.evaluation.config import EvalConfig
+from mathneuro.evaluation.harness import Harness, preserved_rng
+from mathneuro.evaluation.probes import (
+    apply_limit,
+    arith_probe,
+    gsm8k_probe,
+    gsm8k_records,
+    mc_probe,
+    mc_records,
+    ppl_probe,
+    text_documents,
+)
+from mathneuro.evaluation.tasks import TASKS, kind_of
+
+log = logging.getLogger(__name__)
+
+
+def metric_key(kind: str, task: str, metric: str) -> str:
+    """The flat metric name ``<kind>/<task>/<metric>``."""
+    return f"{kind}/{task}/{metric}"
+
+
+@contextlib.contextmanager
+def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+class Evaluator:
+    """Evaluates ``model`` on ``cfg.tasks``; wraps the harness once (lazily) and reuses it across calls."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer, cfg: EvalConfig | Mapping[str, Any]) -> None:
+        self.cfg = EvalConfig.coerce(cfg)
+        self.cfg.validate()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.data_dir = self.cfg.resolved_data_dir()
+        self._harness: Harness | None = None
+        self._probe_data: dict[str, Any] = {}
+        self.last_seconds: dict[str, float] = {}
+        self.last_num_examples: dict[str, int] = {}
+        self.last_raw: dict[str, dict[str, Any]] = {}
+
+    @property
+    def enabled(self) -> bool:
+        """False when the config requests no task (``eval=none``): ``evaluate()`` then returns ``{}``."""
+        return self.cfg.is_enabled()
+
+    @property
+    def harness(self) -> Harness:
+        """The harness runner (its HFLM and TaskManager are built on first use)."""
+        if self._harness is None:
+            self._harness = Harness(self.model, self.tokenizer, self.cfg, self.data_dir)
+        return self._harness
+
+    def kind(self, task: str) -> str:
+        """``"math"`` or ``"nonmath"``: the task table, unless ``eval.math_tasks`` / ``eval.nonmath_tasks`` say otherwise."""
+        return kind_of(task, self.cfg.math_tasks, self.cfg.nonmath_tasks)
+
+    def evaluate(self) -> dict[str, float]:
+        """Every task of the config on the model as it is now: ``{"<kind>/<task>/<metric>": value}``.
+
+        The caller's global RNG states (python, numpy, torch) and the model's train/eval mode are
+        unchanged afterwards. Per-task seconds and example counts land in ``last_seconds`` and
+        ``last_num_examples``; lm-eval's raw result entries in ``last_raw``.
+        """
+        metrics: dict[str, float] = {}
+        self.last_seconds, self.last_num_examples, self.last_raw = {}, {}, {}
+        if not self.enabled:
+            return metrics
+        with preserved_rng(), _eval_mode(self.model):
+            for task in self.cfg.tasks:
+                values = self.evaluate_task(task)
+                kind = self.kind(task)
+                metrics.update({metric_key(kind, task, m): v for m, v in values.items()})
+        return metrics
+
+    def evaluate_task(self, task: str) -> dict[str, float]:
+        """One task's metrics (names without the ``<kind>/<task>/`` prefix)."""
+        start = time.perf_counter()
+        if TASKS[task].harness:
+            run = self.harness.run(task)
+            self.last_num_examples[task] = run.num_examples
+            self.last_raw[task] = run.raw
+            values = run.metrics
+        else:
+            with preserved_rng(), torch.no_grad():
+                values = self._probe(task)
+        self.last_seconds[task] = time.perf_counter() - start
+        log.info("eval %s: %s (%.1f s)", task, values, self.last_seconds[task])
+        return values
+
+    # ------------------------------------------------------------------ probes
+    def _data(self, task: str):
+        if task not in self._probe_data:
+            limit = self.cfg.limit_for(task)
+            if task == "gsm8k_gen":
+                from mathneuro.eval_tasks.fewshot import gsm8k_cot
+
+                data = (apply_limit(gsm8k_records(self.cfg.gsm8k_gen, self.data_dir), limit), gsm8k_cot())
+            elif task == "mc":
+                data = apply_limit(mc_records(self.cfg.mc.file), limit)
+            elif task == "ppl":
+                data = apply_limit(text_documents(self.cfg.ppl.file), limit)
+            else:
+                data = None
+            self._probe_data[task] = data
+        return self._probe_data[task]
+
+    def _probe(self, task: str) -> dict[str, float]:
+        cfg, bs, progress = self.cfg, self.cfg.batch_size, self.cfg.progress
+        if task == "arith":
+            self.last_num_examples[task] = cfg.arith.num_problems
+            return arith_probe(self.model, self.tokenizer, cfg.arith, batch_size=bs, progress=progress)
+        data = self._data(task)
+        if task == "gsm8k_gen":
+            records, exemplars = data
+            self.last_num_examples[task] = len(records)
+            return gsm8k_probe(self.model, self.tokenizer, records, exemplars, cfg.gsm8k_gen, batch_size=bs,
+                               progress=progress)
+        self.last_num_examples[task] = len(data)
+        if task == "mc":
+            return mc_probe(self.model, self.tokenizer, data, batch_size=bs, progress=progress)
+        if task == "ppl":
+            return ppl_probe(self.model, self.tokenizer, data, max_length=cfg.ppl.max_length, batch_size=bs,
+                             progress=progress)
+        raise ValueError(f"eval.tasks: {task!r} is not a probe")

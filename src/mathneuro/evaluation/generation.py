@@ -1,0 +1,167 @@
+"""Batched greedy generation with stop strings, optionally reusing one KV cache for a shared prompt prefix.
+
+Used by the probes. Prompts are ``prefix + suffix_i``; the prefix (the few-shot examples) is the
+same for the whole call. With ``reuse_prefix_cache`` the prefix is run once and its keys/values
+are repeated over each batch; the suffixes are left-padded *between* prefix and suffix, with
+explicit position ids, so every real token sees exactly the positions and context it would see
+unbatched: the answers are the same as without the cache, only faster.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of the model's input embeddings (where input ids must go)."""
+    try:
+        return model.get_input_embeddings().weight.device
+    except (AttributeError, NotImplementedError):
+        return next(model.parameters()).device
+
+
+def _eos_ids(model: torch.nn.Module, tokenizer) -> set[int]:
+    ids: set[int] = set()
+    gen_cfg = getattr(model, "generation_config", None)
+    for source in (getattr(gen_cfg, "eos_token_id", None), tokenizer.eos_token_id):
+        if source is None:
+            continue
+        ids.update(source if isinstance(source, (list, tuple)) else [source])
+    return ids
+
+
+def _cache_kwarg(model: torch.nn.Module) -> str:
+    # transformers >= 5.2x names the KV cache argument ``cache``; older releases ``past_key_values``.
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _returned_cache(out):
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else getattr(out, "past_key_values", None)
+
+
+def _has_sliding_layers(model: torch.nn.Module) -> bool:
+    layer_types = getattr(model.config, "layer_types", None) or ()
+    return any("sliding" in str(t) for t in layer_types)
+
+
+def encode(tokenizer, text: str, add_special_tokens: bool) -> list[int]:
+    """Token ids of ``text`` (``add_special_tokens`` adds e.g. Gemma's BOS)."""
+    return list(tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
+
+
+def _truncate(text: str, stops: Sequence[str]) -> tuple[str, bool]:
+    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+@torch.no_grad()
+def greedy_generate(
+    model: torch.nn.Module,
+    tokenizer,
+    suffixes: Sequence[str],
+    *,
+    prefix: str = "",
+    max_new_tokens: int = 32,
+    stop: Sequence[str] = ("\n",),
+    batch_size: int = 8,
+    reuse_prefix_cache: bool = True,
+    progress: bool = False,
+    desc: str = "generate",
+) -> list[str]:
+    """Greedy continuations of ``prefix + s`` for every ``s`` in ``suffixes``, each cut before its first stop string.
+
+    A row also stops at an end-of-sequence token or after ``max_new_tokens``. Rows are batched by
+    length. Models with sliding-window layers never reuse the prefix cache (their cache drops old keys).
+    """
+    if not suffixes:
+        return []
+    device = model_device(model)
+    eos = _eos_ids(model, tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (min(eos) if eos else 0)
+    prefix_ids = encode(tokenizer, prefix, add_special_tokens=True) if prefix else []
+    if prefix:
+        rows = [encode(tokenizer, s, add_special_tokens=False) for s in suffixes]
+    else:
+        rows = [encode(tokenizer, s, add_special_tokens=True) for s in suffixes]
+    if any(len(r) == 0 for r in rows):
+        raise ValueError("greedy_generate: every prompt suffix must have at least one token")
+    use_cache_prefix = bool(prefix_ids) and reuse_prefix_cache and not _has_sliding_layers(model)
+    prefix_cache = None
+    if use_cache_prefix:
+        ids = torch.tensor([prefix_ids], device=device)
+        out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+        prefix_cache = _returned_cache(out)
+    else:
+        rows = [prefix_ids + r for r in rows]
+    start = len(prefix_ids) if use_cache_prefix else 0
+
+    order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
+    results: list[str] = [""] * len(rows)
+    bar = tqdm(total=len(rows), desc=desc, disable=not progress, leave=False)
+    for lo in range(0, len(order), batch_size):
+        idx = order[lo: lo + batch_size]
+        batch = [rows[i] for i in idx]
+        texts = _generate_batch(model, tokenizer, batch, prefix_cache, start, max_new_tokens, stop, eos, pad_id, device)
+        for i, text in zip(idx, texts, strict=True):
+            results[i] = text
+        bar.update(len(idx))
+    bar.close()
+    return results
+
+
+def _generate_batch(model, tokenizer, batch, prefix_cache, start, max_new_tokens, stop, eos, pad_id, device):
+    n = len(batch)
+    width = max(len(r) for r in batch)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    for j, r in enumerate(batch):
+        ids[j, width - len(r):] = torch.tensor(r)
+        mask[j, width - len(r):] = 1
+    # Real tokens of each row sit at positions start .. start + len - 1; pads get a harmless position.
+    positions = (start + mask.cumsum(-1) - 1).clamp(min=start if start else 0)
+    ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
+    if prefix_cache is not None:
+        past = copy.deepcopy(prefix_cache)
+        past.batch_repeat_interleave(n)
+        full_mask = torch.cat([torch.ones((n, start), dtype=torch.long, device=device), mask], dim=1)
+    else:
+        past = None
+        full_mask = mask
+    generated: list[list[int]] = [[] for _ in range(n)]
+    texts = [""] * n
+    done = [False] * n
+    last_pos = positions[:, -1:]
+    step_ids, step_pos = ids, positions
+    cache_arg = _cache_kwarg(model)
+    for _ in range(max_new_tokens):
+        out = model(input_ids=step_ids, attention_mask=full_mask, position_ids=step_pos,
+                    use_cache=True, logits_to_keep=1, **{cache_arg: past})
+        past = _returned_cache(out)
+        next_ids = out.logits[:, -1, :].argmax(dim=-1)
+        for j in range(n):
+            if done[j]:
+                continue
+            token = int(next_ids[j])
+            if token in eos:
+                done[j] = True
+                continue
+            generated[j].append(token)
+            text, hit = _truncate(tokenizer.decode(generated[j], skip_special_tokens=True), stop)
+            texts[j] = text
+            done[j] = hit
+        if all(done):
+            break
+        last_pos = last_pos + 1
+        step_ids, step_pos = next_ids[:, None], last_pos
+        full_mask = torch.cat([full_mask, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
+    return texts

@@ -1,0 +1,109 @@
+"""Recording sweep points: an atomic ``results.json`` per point and one W&B run per point.
+
+W&B is optional at every step: a failure to start, log or finish warns and never kills
+the run. The default mode is offline (no account needed; ``wandb sync`` later).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+RESULTS_FILE = "results.json"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def write_json_atomic(path: str | os.PathLike, data: dict) -> None:
+    """Write ``data`` to ``path`` via a temp file and rename, so readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(_jsonable(data), f, indent=1, default=str)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def read_complete_results(run_dir: str | os.PathLike) -> dict | None:
+    """The results of ``run_dir`` if a complete ``results.json`` is there, else None."""
+    path = Path(run_dir) / RESULTS_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if data.get("status") == "complete" else None
+
+
+def check_writable(directory: str | os.PathLike) -> None:
+    """Raise ValueError unless files can be created in ``directory``."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".write-test.")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise ValueError(f"hydra.run.dir: output directory {str(directory)!r} is not writable ({exc.strerror})") from None
+
+
+class WandbRun:
+    """One W&B run per sweep point; every call is a no-op after a failure (with one warning)."""
+
+    def __init__(self, enabled: bool, **init_kwargs: Any):
+        self.run = None
+        if not enabled:
+            return
+        try:
+            import wandb
+
+            self.run = wandb.init(reinit="finish_previous", **init_kwargs)
+        except Exception as exc:  # W&B must never kill an experiment
+            warnings.warn(f"W&B disabled for this run: {exc}", stacklevel=2)
+            self.run = None
+
+    def _safe(self, what: str, fn) -> None:
+        if self.run is None:
+            return
+        try:
+            fn()
+        except Exception as exc:
+            warnings.warn(f"W&B {what} failed: {exc}", stacklevel=3)
+
+    def summary(self, values: dict[str, Any]) -> None:
+        """Set summary metrics (stable names, e.g. ``math/gsm8k/exact_match``)."""
+        def _do():
+            for key, value in values.items():
+                self.run.summary[key] = value
+        self._safe("summary", _do)
+
+    def table(self, key: str, columns: list[str], rows: list[list[Any]]) -> None:
+        """Log a table (e.g. per-layer counts of the selection)."""
+        def _do():
+            import wandb
+
+            self.run.log({key: wandb.Table(columns=columns, data=rows)})
+        self._safe("table", _do)
+
+    def finish(self, failed: bool = False) -> None:
+        """Finish the run, marked failed (exit code 1) when the point raised."""
+        self._safe("finish", lambda: self.run.finish(exit_code=1 if failed else 0))
+        self.run = None

@@ -1,0 +1,158 @@
+"""Console scripts: ``mathneuro-report <sweep_dir>`` and ``mathneuro-overlap A.safetensors B.safetensors``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``mathneuro-report``: write points.csv, summary.md and figures for a multirun directory."""
+    parser = argparse.ArgumentParser(
+        prog="mathneuro-report",
+        description="Read every results.json of a sweep and write a CSV, a markdown summary and PNG figures.",
+    )
+    parser.add_argument("sweep_dir", help="the multirun directory (Hydra's sweep dir) or one run dir")
+    parser.add_argument("--out", default=None, help="output directory (default: <sweep_dir>/report)")
+    parser.add_argument("--metric", action="append", default=None,
+                        help="metric to tabulate and plot, e.g. math/gsm8k/exact_match (repeatable; default: all)")
+    parser.add_argument("--wandb-project", default=None, help="also log figures and tables to this W&B project")
+    parser.add_argument("--wandb-mode", default=None, choices=["online", "offline", "disabled"],
+                        help="W&B mode for --wandb-project (default: W&B's own)")
+    args = parser.parse_args(argv)
+
+    from mathneuro.report import log_report_to_wandb, write_report
+
+    sweep = Path(args.sweep_dir)
+    if not sweep.is_dir():
+        return _error(f"no such directory: {sweep}")
+    try:
+        report = write_report(sweep, args.out, metrics=args.metric)
+    except (FileNotFoundError, ValueError) as err:
+        return _error(str(err))
+    print(f"{len(report['rows'])} complete point(s), {len(report['missing'])} missing or incomplete")
+    for entry in report["missing"]:
+        print(f"  missing: {entry['job']}: {entry['reason']}")
+    print(f"wrote {report['csv']}")
+    print(f"wrote {report['markdown']}")
+    for path in report["figures"].values():
+        print(f"wrote {path}")
+    if args.wandb_project:
+        try:
+            import wandb
+
+            run = wandb.init(project=args.wandb_project, job_type="report", group=sweep.resolve().name,
+                             name=f"report-{sweep.resolve().name}", mode=args.wandb_mode)
+        except Exception as err:  # noqa: BLE001 - the files are written; W&B is a bonus
+            print(f"warning: W&B init failed, nothing logged: {err}", file=sys.stderr)
+        else:
+            try:
+                log_report_to_wandb(report, run)
+            finally:
+                run.finish()
+    return 0
+
+
+def _labels(paths: Sequence[Path]) -> list[str]:
+    stems = [p.stem for p in paths]
+    if len(set(stems)) == len(stems):
+        return stems
+    parents = [f"{p.parent.name}/{p.stem}" for p in paths]
+    return parents if len(set(parents)) == len(parents) else [str(p) for p in paths]
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def overlap_main(argv: Sequence[str] | None = None) -> int:
+    """``mathneuro-overlap``: pairwise overlap (Jaccard, A in B) and per-layer counts of saved selections."""
+    parser = argparse.ArgumentParser(
+        prog="mathneuro-overlap",
+        description="Compare saved selections (selection.safetensors): pairwise overlap and per-layer counts.",
+    )
+    parser.add_argument("files", nargs="+", help="selection.safetensors files (two or more for overlaps)")
+    parser.add_argument("--json", default=None, help="also write all numbers to this JSON file")
+    parser.add_argument("--png", default=None, help="also write a Jaccard heatmap to this PNG")
+    args = parser.parse_args(argv)
+
+    from mathneuro.analysis import (
+        count_entries,
+        count_selected,
+        load_selection_file,
+        overlap_matrix,
+        per_layer_counts,
+        per_module_counts,
+        sort_layer_keys,
+    )
+
+    paths = [Path(f) for f in args.files]
+    for path in paths:
+        if not path.is_file():
+            return _error(f"no such file: {path}")
+    labels = _labels(paths)
+    try:
+        selections = {label: load_selection_file(path) for label, path in zip(labels, paths, strict=True)}
+        matrix = overlap_matrix(selections)
+        layers = {label: per_layer_counts(sel) for label, sel in selections.items()}
+        modules = {label: per_module_counts(sel) for label, sel in selections.items()}
+        entries = {label: count_entries(sel) for label, sel in selections.items()}
+        weights = {label: count_selected(sel, kind="weights") for label, sel in selections.items()}
+    except (OSError, ValueError, RuntimeError) as err:
+        return _error(f"could not read selections: {err}")
+
+    print("selections:")
+    for label in labels:
+        size, total, n_w = matrix["sizes"][label], entries[label], weights[label]
+        parts = []
+        if total:
+            parts.append(f"{n_w} weights = {n_w / total:.4%} of {total} mask entries")
+        if size - n_w:
+            parts.append(f"{size - n_w} neurons")
+        print(f"  {label}: {size} selected" + (f" ({', '.join(parts)})" if parts else ""))
+    if matrix["pairs"]:
+        print("\npairwise overlap:")
+        head = f"{'A':<24} {'B':<24} {'|A|':>10} {'|B|':>10} {'|A∩B|':>10} {'Jaccard':>8} {'A in B':>8} {'B in A':>8}"
+        print(head)
+        for p in matrix["pairs"]:
+            print(f"{p['a']:<24} {p['b']:<24} {p['size_a']:>10} {p['size_b']:>10} {p['intersection']:>10} "
+                  f"{_fmt(p['jaccard']):>8} {_fmt(p['a_in_b']):>8} {_fmt(p['b_in_a']):>8}")
+    print("\nper-layer counts:")
+    keys = sort_layer_keys({k for counts in layers.values() for k in counts})
+    print(f"{'layer':<8} " + " ".join(f"{label:>14}" for label in labels))
+    for key in keys:
+        print(f"{key:<8} " + " ".join(f"{layers[label].get(key, 0):>14}" for label in labels))
+    if args.json:
+        out = {
+            "files": {label: str(path) for label, path in zip(labels, paths, strict=True)},
+            "metadata": {label: dict(getattr(sel, "metadata", {})) for label, sel in selections.items()},
+            "sizes": matrix["sizes"],
+            "mask_entries": entries,
+            "selected_weights": weights,
+            "per_layer": layers,
+            "per_module": modules,
+            "matrix": {k: matrix[k] for k in ("labels", "intersection", "jaccard", "a_in_b")},
+            "pairs": matrix["pairs"],
+        }
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=2))
+        print(f"\nwrote {args.json}")
+    if args.png:
+        from mathneuro.report import plot_overlap_heatmap
+
+        print(f"wrote {plot_overlap_heatmap(matrix, args.png)}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

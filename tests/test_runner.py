@@ -1,0 +1,195 @@
+"""The Hydra runner end to end on a tiny model: results, W&B offline runs, sweeps, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from mathneuro.cli import config_dir, job_dirname
+from mathneuro.config import ConfigError, register_configs
+from mathneuro.runner import run_point
+from mathneuro.tiny import tiny_model
+
+CONF = Path(config_dir())
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    """A tiny llama saved like any local checkpoint."""
+    path = tmp_path_factory.mktemp("tiny-llama")
+    model, tok = tiny_model("llama")
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def base_overrides(tiny_dir: Path, cache: Path) -> list[str]:
+    return [f"model.name_or_path={tiny_dir}", "model.name=tiny", "model.dtype=float32", "model.device=cpu",
+            f"cache_dir={cache}", "num_samples=6", "batch_size=4", "max_length=64", "progress=false"]
+
+
+def cli(args: list[str], cwd: Path, timeout: int = 240, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "0", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "mathneuro", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=full_env)
+
+
+def compose_cfg(overrides: list[str]):
+    register_configs()
+    if not OmegaConf.has_resolver("mathneuro_dirname"):
+        OmegaConf.register_new_resolver("mathneuro_dirname", job_dirname)
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group", ["model", "task", "filter", "method", "intervention", "eval", "logger",
+                                   "experiment", "hparams_search", "hydra/launcher"])
+def test_every_config_composes_and_validates(group):
+    assert options(group), f"conf/{group} is empty"
+    for name in options(group):
+        cfg = compose_cfg([f"{group}={name}"])
+        if not group.startswith("hydra"):
+            obj = OmegaConf.to_object(cfg)  # type-checks against the structured config
+            from mathneuro.config import validate
+
+            validate(obj)
+
+
+def test_end_to_end_run_writes_complete_results_and_offline_wandb(tiny_dir, tmp_path):
+    out = tmp_path / "run"
+    res = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=quick", "eval.limit=4",
+               "save_selection=true", f"hydra.run.dir={out}"], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["status"] == "complete"
+    assert results["point"]["method"] == "mathneuro" and results["point"]["model"] == "tiny"
+    sel = results["selection"]
+    assert 0 < sel["num_selected"] < sel["num_scored"] < sel["num_parameters"]
+    assert sum(sel["per_layer"].values()) == sel["num_selected"]
+    assert results["metrics"] and set(results["metrics"]) == set(results["baseline_metrics"])
+    assert all(k.split("/")[0] in ("math", "nonmath") for k in results["metrics"])
+    assert {"load_model", "identification", "evaluation", "total"} <= set(results["timings"])
+    assert results["config"]["top_k"] == 0.05 and results["versions"]["torch"]
+    assert (out / "selection.safetensors").exists()
+    runs = list((out / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    assert not list(out.glob(".results.json.*"))  # no temp file left behind
+
+
+def test_two_by_two_multirun_computes_statistics_once_per_dataset(tiny_dir, tmp_path):
+    sweep = tmp_path / "sweep"
+    cache = tmp_path / "cache"
+    res = cli(["-m", *base_overrides(tiny_dir, cache), "eval=none", "top_k=0.05,0.1",
+               "method=mathneuro,random", f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    results = sorted(sweep.glob("*/results.json"))
+    assert len(results) == 4
+    points = {(json.loads(p.read_text())["point"]["method"], json.loads(p.read_text())["point"]["top_k"])
+              for p in results}
+    assert points == {("mathneuro", 0.05), ("mathneuro", 0.1), ("random", 0.05), ("random", 0.1)}
+    assert len(list((cache / "statistics").glob("*.safetensors"))) == 2  # task + filter, once each
+    assert len(list(sweep.glob("*/wandb/offline-run-*"))) == 4
+    groups = {json.loads(p.read_text())["point"]["method"] for p in results}
+    assert groups == {"mathneuro", "random"}
+
+
+def test_interrupted_multirun_resumes_without_redoing_points(tiny_dir, tmp_path):
+    sweep = tmp_path / "sweep"
+    args = ["-m", *base_overrides(tiny_dir, tmp_path / "cache"), "eval=quick", "eval.limit=2",
+            "logger=none", "top_k=0.02,0.05,0.1", f"hydra.sweep.dir={sweep}"]
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    proc = subprocess.Popen([sys.executable, "-m", "mathneuro", *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and not list(sweep.glob("*/results.json")):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the interruption: no chance to clean up
+    proc.wait()
+    first = {p: p.stat().st_mtime_ns for p in sweep.glob("*/results.json")}
+    assert 1 <= len(first) < 3
+    for p in first:
+        assert json.loads(p.read_text())["status"] == "complete"
+    res = cli(args, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    final = sorted(sweep.glob("*/results.json"))
+    assert len(final) == 3
+    assert all(json.loads(p.read_text())["status"] == "complete" for p in final)
+    for p, mtime in first.items():
+        assert p.stat().st_mtime_ns == mtime  # not done twice
+    assert res.stdout.count("already complete, skipped") == len(first)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("top_k=0", "top_k"),
+        ("top_k=1.5", "top_k"),
+        ("num_samples=0", "num_samples"),
+        ("intervention=scale intervention.scalar=nan", "intervention.scalar"),
+        ("task.path=/nonexistent/file.jsonl", "task.path"),
+        ("task.template='{nosuchfield}'", "task.template"),
+        ("method.name=nope", "method.name"),
+        ("eval.tasks=[no_such_task]", "eval.tasks"),
+        ("model.dtype=int3", "model.dtype"),
+    ],
+)
+def test_bad_values_are_refused_before_the_model_loads(tiny_dir, tmp_path, override, message):
+    cfg = compose_cfg([*base_overrides(tmp_path / "no-model-here", tmp_path / "cache"), *override.split()])
+    with pytest.raises(ConfigError, match=message):
+        # the model path does not exist: reaching the model load would raise something else
+        run_point(OmegaConf.to_object(cfg), tmp_path / "out")
+
+
+def test_empty_dataset_is_refused(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    cfg = compose_cfg([*base_overrides(tmp_path / "no-model", tmp_path / "cache"), f"filter.path={empty}"])
+    with pytest.raises((ConfigError, ValueError), match="filter.path"):
+        run_point(OmegaConf.to_object(cfg), tmp_path / "out")
+
+
+def test_cli_bad_input_exits_nonzero_with_one_clear_line(tiny_dir, tmp_path):
+    res = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "top_k=2", f"hydra.run.dir={tmp_path / 'o'}"],
+              cwd=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines()[-1].startswith("mathneuro: error: top_k:")
+    res = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "method=nope"], cwd=tmp_path)
+    assert res.returncode != 0 and "method" in res.stderr and "mathneuro" in res.stderr  # lists the options
+    if os.geteuid() != 0:  # root can write anywhere
+        res = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "hydra.run.dir=/proc/mathneuro"], cwd=tmp_path)
+        assert res.returncode != 0
+
+
+def test_unwritable_output_dir_is_refused(tiny_dir, tmp_path):
+    cfg = compose_cfg(base_overrides(tiny_dir, tmp_path / "cache"))
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(ValueError, match="not writable"):
+        run_point(OmegaConf.to_object(cfg), blocker / "out")
+
+
+def test_lape_on_a_model_without_an_understood_mlp_is_refused(tmp_path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from mathneuro.tiny import byte_tokenizer
+
+    path = tmp_path / "gpt2"
+    tok = byte_tokenizer()
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=16, n_layer=1, n_head=2)).save_pretrained(path)
+    tok.save_pretrained(path)
+    cfg = compose_cfg([*base_overrides(path, tmp_path / "cache"), "method=lape", "eval=none", "logger=none"])
+    with pytest.raises(ConfigError, match="lape"):
+        run_point(OmegaConf.to_object(cfg), tmp_path / "out")
