@@ -62,7 +62,7 @@ class _LinearInputAccumulator:
     def __init__(self, targets: dict[str, nn.Linear]):
         self.norm: dict[str, torch.Tensor] = {}
         self.sq: dict[str, torch.Tensor] = {}
-        self.mask: torch.Tensor | None = None  # [B, 1, T] float32, None when the batch has no padding
+        self.lengths: list[int] | None = None  # real tokens per row (right padding), None without padding
         self._last_input: torch.Tensor | None = None
         self._last_result: tuple[torch.Tensor, torch.Tensor] | None = None
         for name, mod in targets.items():
@@ -70,10 +70,23 @@ class _LinearInputAccumulator:
             self.norm[name] = torch.zeros(mod.in_features, dtype=torch.float32, device=dev)
             self.sq[name] = torch.zeros(mod.in_features, dtype=torch.float32, device=dev)
 
-    def new_batch(self, mask: torch.Tensor | None) -> None:
-        self.mask = mask
+    def new_batch(self, lengths: list[int] | None) -> None:
+        self.lengths = lengths
         self._last_input = None
         self._last_result = None
+
+    def per_sample_norms(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, d] float32: the L2 norm of each input column over each row's real tokens."""
+        if x.dtype == torch.float32:
+            if self.lengths is None:
+                return torch.linalg.vector_norm(x, dim=1)
+            return torch.stack([torch.linalg.vector_norm(x[b, :n], dim=0) for b, n in enumerate(self.lengths)])
+        xf = x.to(torch.float32)  # our own copy: padded rows can be zeroed in place
+        if self.lengths is not None:
+            for b, n in enumerate(self.lengths):
+                if n < xf.shape[1]:
+                    xf[b, n:] = 0
+        return torch.linalg.vector_norm(xf, dim=1)
 
     def hook(self, name: str):
         def pre_hook(_module: nn.Module, args: tuple) -> None:
@@ -81,14 +94,9 @@ class _LinearInputAccumulator:
             if x is self._last_input and self._last_result is not None:
                 norm_b, sq_b = self._last_result  # q/k/v (and gate/up) read one tensor: reuse its sums
             else:
-                xf = x.to(torch.float32)
-                xf = xf * xf if xf is x else xf.mul_(xf)
-                if self.mask is None:
-                    per_sample = xf.sum(dim=1)  # [B, d]
-                else:
-                    per_sample = torch.bmm(self.mask.to(xf.device), xf).squeeze(1)  # Σ over real tokens
-                norm_b = per_sample.sqrt().sum(dim=0)
-                sq_b = per_sample.sum(dim=0)
+                norms = self.per_sample_norms(x)
+                norm_b = norms.sum(dim=0)
+                sq_b = norms.square().sum(dim=0)
                 self._last_input, self._last_result = x, (norm_b, sq_b)
             self.norm[name] += norm_b.to(self.norm[name].device)
             self.sq[name] += sq_b.to(self.sq[name].device)
@@ -218,7 +226,7 @@ def collect_statistics(
                 attn[row, : lengths[i]] = 1
             padded = bool((attn == 0).any())
             if lin is not None:
-                lin.new_batch(attn.to(torch.float32).unsqueeze(1).to(device) if padded else None)
+                lin.new_batch([lengths[i] for i in batch] if padded else None)
             if lape is not None:
                 lape.new_batch(attn.bool().unsqueeze(-1).to(device) if padded else None)
             decoder(input_ids=input_ids.to(device), attention_mask=attn.to(device), use_cache=False)
