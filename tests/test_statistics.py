@@ -21,9 +21,9 @@ def reference_statistics(model, tokenizer, texts):
     for text in texts:
         enc = tokenizer(text, return_tensors="pt")
         seen = {}
-        handles = [m.register_forward_pre_hook(lambda _m, a, n=n: seen.__setitem__(n, a[0][0]))
+        handles = [m.register_forward_pre_hook(lambda _m, a, n=n, seen=seen: seen.__setitem__(n, a[0][0]))
                    for n, m in targets.items()]
-        handles += [m.register_forward_hook(lambda _m, _a, o, n=n: seen.__setitem__(n, o[0]))
+        handles += [m.register_forward_hook(lambda _m, _a, o, n=n, seen=seen: seen.__setitem__(n, o[0]))
                     for n, m in acts.items()]
         with torch.no_grad():
             base_model(model)(**enc)
