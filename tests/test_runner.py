@@ -106,9 +106,12 @@ def test_two_by_two_multirun_computes_statistics_once_per_dataset(tiny_dir, tmp_
               for p in results}
     assert points == {("mathneuro", 0.05), ("mathneuro", 0.1), ("random", 0.05), ("random", 0.1)}
     assert len(list((cache / "statistics").glob("*.safetensors"))) == 2  # task + filter, once each
-    assert len(list(sweep.glob("*/wandb/offline-run-*"))) == 4
+    assert len([p for p in sweep.glob("*/wandb/offline-run-*") if p.parent.parent.name != "report"]) == 4
     groups = {json.loads(p.read_text())["point"]["method"] for p in results}
     assert groups == {"mathneuro", "random"}
+    # the sweep's report is written when the multirun ends, and logged as one more offline W&B run
+    assert (sweep / "report" / "points.csv").read_text().count("\n") == 5  # header + 4 points
+    assert list((sweep / "report" / "wandb").glob("offline-run-*"))
 
 
 def test_interrupted_multirun_resumes_without_redoing_points(tiny_dir, tmp_path):

@@ -1,0 +1,36 @@
+"""Hydra callbacks: when a multirun ends, write its report and (logger on) log it to W&B."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+log = logging.getLogger("mathneuro")
+
+
+class SweepReport(Callback):
+    """Writes ``<sweep dir>/report/`` (CSV, markdown, figures) after every multirun; never fails the sweep."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from mathneuro.recording import WandbRun
+        from mathneuro.report import log_report_to_wandb, write_report
+
+        sweep = Path(config.hydra.sweep.dir)
+        try:
+            report = write_report(sweep)
+        except Exception as exc:  # a report is a convenience: the sweep's results are already on disk
+            log.warning("sweep report not written: %s", exc)
+            return
+        log.info("sweep report: %s", sweep / "report")
+        logger = config.get("logger", {})
+        if logger.get("name") == "wandb" and logger.get("log_report", True):
+            run = WandbRun(True, project=logger.get("project"), entity=logger.get("entity"),
+                           mode=logger.get("mode"), group=sweep.name, job_type="report",
+                           name=f"report-{sweep.name}", dir=str(sweep / "report"))
+            if run.run is not None:
+                log_report_to_wandb(report, run.run)
+            run.finish()
