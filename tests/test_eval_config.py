@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from mathneuro.evaluation import TASKS, EvalConfig, Evaluator, kind_of, lm_eval_name
+from mathneuro.evaluation import TASKS, EvalConfig, Evaluator, kind_of, lm_eval_name, validate_config
 from mathneuro.evaluation.config import LIMITABLE, TaskLimits
 from mathneuro.evaluation.sample_data import write_sample_data
 from mathneuro.evaluation.tasks import DATA_DIR_ENV, HARNESS_TASKS, PROBES
@@ -125,6 +125,15 @@ def test_conf_eval_yaml_files_compose_and_validate(data_dir):
     assert set(quick.tasks) <= set(PROBES)
     none = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EvalConfig), OmegaConf.load(CONF / "none.yaml")))
     assert not none.is_enabled()
+
+
+def test_fingerprint_tracks_what_decides_scores(data_dir):
+    a, b = EvalConfig(), EvalConfig(name="renamed", progress=False)
+    assert a.fingerprint() == b.fingerprint()
+    assert a.fingerprint() != EvalConfig(limit=10).fingerprint()
+    assert a.fingerprint() != EvalConfig(data_dir=str(data_dir)).fingerprint()
+    with pytest.raises(ValueError, match="eval.batch_size"):
+        validate_config(OmegaConf.create({"batch_size": 0}))
 
 
 def test_evaluator_accepts_mappings_and_none_is_disabled():

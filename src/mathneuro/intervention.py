@@ -27,7 +27,7 @@ class Intervention:
     """A handle on an applied edit: ``undo()`` (or leaving the ``with`` block) reverts it exactly."""
 
     def __init__(self) -> None:
-        self._saved: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (param, mask, original)
+        self._saved: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (flat param, index, original)
         self._hooks: list = []
         self.active = True
 
@@ -36,8 +36,8 @@ class Intervention:
         if not self.active:
             return
         with torch.no_grad():
-            for param, mask, original in reversed(self._saved):
-                param[mask] = original
+            for flat, index, original in reversed(self._saved):
+                flat.index_copy_(0, index, original)
         for handle in self._hooks:
             handle.remove()
         self._saved.clear()
@@ -82,10 +82,12 @@ def apply_intervention(model: nn.Module, selection: Selection, scalar: float) ->
                 raise ValueError(f"mask for {name} has shape {tuple(mask.shape)}, weight {tuple(param.shape)}")
             if not bool(mask.any()):
                 continue
-            mask = mask.to(param.device)
-            original = param[mask].clone()
-            handle._saved.append((param, mask, original))
-            param[mask] = original * scalar
+            # flat indices: index_select/index_copy_ are several times faster than boolean indexing
+            index = mask.reshape(-1).nonzero().squeeze(1).to(param.device)
+            flat = param.data.view(-1)
+            original = flat.index_select(0, index)
+            handle._saved.append((flat, index, original))
+            flat.index_copy_(0, index, original * scalar)
         for name, idx in selection.neurons.items():
             if idx.numel():
                 handle._hooks.append(modules[name].register_forward_hook(_scale_hook(idx, scalar)))

@@ -75,6 +75,7 @@ class WandbRun:
         try:
             import wandb
 
+            init_kwargs.setdefault("settings", wandb.Settings(quiet=True))  # our own table says what matters
             self.run = wandb.init(reinit="finish_previous", **init_kwargs)
         except Exception as exc:  # W&B must never kill an experiment
             warnings.warn(f"W&B disabled for this run: {exc}", stacklevel=2)

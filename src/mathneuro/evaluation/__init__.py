@@ -12,6 +12,7 @@ from mathneuro.evaluation.config import (
     MultipleChoiceConfig,
     PerplexityConfig,
     TaskLimits,
+    validate_config,
 )
 from mathneuro.evaluation.evaluator import Evaluator, metric_key
 from mathneuro.evaluation.harness import flatten_lm_eval_metrics, preserved_rng, stderr_key
@@ -31,5 +32,5 @@ __all__ = [
     "ArithConfig", "DATA_DIR_ENV", "EvalConfig", "Evaluator", "GenerationProbeConfig", "HARNESS_TASKS",
     "MultipleChoiceConfig", "PROBES", "PerplexityConfig", "TASKS", "TASK_NAMES", "TaskLimits", "TaskSpec",
     "flatten_lm_eval_metrics", "kind_of", "lm_eval_name", "local_tasks_dir", "metric_key", "preserved_rng",
-    "stderr_key",
+    "stderr_key", "validate_config",
 ]

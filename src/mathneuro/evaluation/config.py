@@ -103,6 +103,7 @@ class EvalConfig:
     bootstrap_iters: int = 1000  # lm-eval stderr: closed form for means; bootstrap for perplexities; 0: none
     max_gen_toks: Optional[int] = None  # cap on generated tokens for lm-eval generation tasks
     max_length: Optional[int] = None  # HFLM context length (None: from the model config)
+    softmax_dtype: Optional[str] = "float32"  # HFLM log-softmax dtype; null: the model's (bf16 rounds log-probs)
     apply_chat_template: bool = False
     fewshot_as_multiturn: bool = False
     system_instruction: Optional[str] = None
@@ -125,6 +126,30 @@ class EvalConfig:
 
         data = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
         return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), data))
+
+    def fingerprint(self) -> str:
+        """A stable hash of everything that decides the scores (config, resolved data dir, lm-eval version).
+
+        The runner keys its cache of baseline (unedited) results by model identity + this.
+        """
+        import hashlib
+        import json
+        from dataclasses import asdict
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            lm_eval_version = version("lm_eval")
+        except PackageNotFoundError:
+            lm_eval_version = "absent"
+        data = asdict(self)
+        data.pop("name")
+        data.pop("progress")
+        data.pop("baseline")
+        data["data_dir"] = str(self.resolved_data_dir()) if self.resolved_data_dir() else None
+        data["tasks"] = list(self.tasks)
+        data["lm_eval"] = lm_eval_version
+        blob = json.dumps(data, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()
 
     def is_enabled(self) -> bool:
         """False when no task is requested (``eval=none``)."""
@@ -172,6 +197,9 @@ class EvalConfig:
             _check_min("eval.max_gen_toks", self.max_gen_toks, 1)
         if self.max_length is not None:
             _check_min("eval.max_length", self.max_length, 2)
+        if self.softmax_dtype not in (None, "float32", "float64", "bfloat16", "float16"):
+            raise ValueError(f"eval.softmax_dtype: unknown dtype {self.softmax_dtype!r}; "
+                             "allowed: float32, float64, bfloat16, float16, null")
         self._validate_probes()
         self._validate_data()
 
@@ -219,6 +247,11 @@ class EvalConfig:
                 if absent:
                     raise ValueError(f"eval.tasks: stock {spec.stock!r} needs python module {absent[0]!r} "
                                      f"(pip install 'lm-eval[math]'), or set eval.data_dir for the local version")
+
+
+def validate_config(cfg: Any) -> None:
+    """Validate an ``EvalConfig``, an OmegaConf node or a mapping (e.g. Hydra's ``cfg.eval``); raise ``ValueError``."""
+    EvalConfig.coerce(cfg).validate()
 
 
 def _check_limit(key: str, value: float | None) -> None:

@@ -118,6 +118,8 @@ class Harness:
             kwargs: dict[str, Any] = {"batch_size": self.cfg.batch_size}
             if self.cfg.max_length is not None:
                 kwargs["max_length"] = self.cfg.max_length
+            if self.cfg.softmax_dtype is not None:
+                kwargs["softmax_dtype"] = self.cfg.softmax_dtype
             self._lm = HFLM(pretrained=self.model, tokenizer=self.tokenizer, **kwargs)
         return self._lm
 
