@@ -100,7 +100,6 @@ class Config:
     resume: bool = True
     progress: bool = True
     cache_dir: str = "${oc.env:MATHNEURO_CACHE,${oc.env:HOME}/.cache/mathneuro}"
-    extra: Any = None
 
 
 def _allowed(key: str, value: Any, allowed: tuple) -> None:

@@ -145,7 +145,7 @@ class Harness:
         name = self.lm_eval_name(task)
         if name not in self._built:
             loaded = self.task_manager.load([name])
-            obj = loaded["groups"].get(name) or loaded["tasks"].get(name)
+            obj = loaded["groups"][name] if name in loaded["groups"] else loaded["tasks"].get(name)
             if obj is None:
                 raise KeyError(f"lm-eval built no task or group named {name!r}")
             self._built[name] = obj
