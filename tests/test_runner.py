@@ -201,3 +201,11 @@ def test_lape_on_a_model_without_an_understood_mlp_is_refused(tmp_path):
     cfg = compose_cfg([*base_overrides(path, tmp_path / "cache"), "method=lape", "eval=none", "logger=none"])
     with pytest.raises(ConfigError, match="lape"):
         run_point(OmegaConf.to_object(cfg), tmp_path / "out")
+
+
+def test_experiment_values_win_over_the_primary_config():
+    assert compose_cfg([]).num_samples == 200  # the embedded demo
+    cfg = compose_cfg(["experiment=pruning_sweep"])
+    assert cfg.num_samples == 500 and cfg.task.name == "gsm8k" and cfg.filter.name == "race"
+    cfg = compose_cfg(["experiment=offline_shared"])
+    assert cfg.task.path.endswith("gsm8k/train.jsonl") and cfg.eval.data_dir

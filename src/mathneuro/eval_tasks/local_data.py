@@ -16,7 +16,7 @@ from typing import Any
 
 import datasets
 
-DATA_DIR_ENV = "MATHNEURO_DATA_DIR"
+from mathneuro.evaluation.tasks import DATA_DIR_ENV
 
 
 def data_root(data_dir: str | None = None) -> Path:

@@ -5,32 +5,14 @@ from __future__ import annotations
 import math
 import re
 
+from mathneuro.evaluation.answers import numbers_match, parse_number
+
 # --------------------------------------------------------------------------- numbers (EGSM)
-
-
-def parse_number(text: str) -> float | None:
-    """A float from a written number (``$1,234.5.`` -> 1234.5), or None."""
-    cleaned = str(text).strip().replace(",", "").replace("$", "").rstrip(".")
-    try:
-        value = float(cleaned)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def is_number(text: str) -> bool:
     """Whether ``text`` is a single number."""
     return parse_number(text) is not None
-
-
-def numbers_match(predicted: str, gold: str, rel_tol: float = 1e-4, decimals: int = 2) -> bool:
-    """Equal to ``rel_tol``, or equal when both are rounded to ``decimals`` places (gold 13.333... vs 13.33)."""
-    p, g = parse_number(predicted), parse_number(gold)
-    if p is None or g is None:
-        return False
-    if math.isclose(p, g, rel_tol=rel_tol, abs_tol=1e-9):
-        return True
-    return round(p, decimals) == round(g, decimals) and abs(g) > 10 ** (-decimals)
 
 
 def egsm_process_results(doc: dict, results: list[str]) -> dict[str, float]:
