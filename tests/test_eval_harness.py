@@ -239,7 +239,9 @@ def test_local_tasks_read_the_shared_data_layout():
         task = tm.load([name])["tasks"][name]
         task.set_fewshot_seed(1234)
         doc = task.eval_docs[0]
-        assert task.fewshot_context(doc, num_fewshot=task.get_config("num_fewshot") or 0)
+        context = task.fewshot_context(doc, num_fewshot=task.get_config("num_fewshot") or 0)
+        assert context or task.OUTPUT_TYPE == "loglikelihood_rolling", name
+        assert task.doc_to_target(doc) is not None
         sizes[name] = len(task.eval_docs)
     assert sizes["gsm8k_cot_local"] == 1319 and sizes["race_local"] == 1045
     assert sum(v for k, v in sizes.items() if k.startswith("mmlu_local_")) == 14042

@@ -142,6 +142,17 @@ def test_generation_batched_and_cached_match_unbatched_reference(arch):
         assert out == reference, (reuse, bs)
 
 
+def test_generation_rows_stopping_at_different_steps_leave_the_batch():
+    # After its last prompt character each row writes a chain of a different length, then a newline.
+    model, tok = bigram_model({"1": "a", "a": "b", "b": "c", "c": "\n", "2": "x", "x": "\n", "3": "\n"})
+    suffixes = ["go 1", "go 2", "go 3", "go 2", "go 1"]
+    reference = [_hf_greedy(model, tok, s, 6) for s in suffixes]
+    expected = [r[: r.find("\n")] for r in reference]
+    assert expected == ["abc", "x", "", "x", "abc"]
+    for bs in (5, 2):
+        assert greedy_generate(model, tok, suffixes, max_new_tokens=6, stop=("\n",), batch_size=bs) == expected
+
+
 def _reference_loglik(model, tok, context: str, continuation: str) -> float:
     ctx, cont = encode_pair(tok, context, continuation)
     ids = torch.tensor([ctx + cont])

@@ -108,3 +108,17 @@ def test_bad_arguments_are_refused():
         collect_statistics(model, tok, TEXTS, kinds=("nope",))
     with pytest.raises(ValueError, match="no samples"):
         collect_statistics(model, tok, [])
+
+
+def test_compiled_kernel_equals_eager_reference():
+    """The fused (torch.compile) reduction gives the eager numbers, padding excluded."""
+    from mathneuro.statistics import masked_square_sums, square_sum_kernel
+
+    fused = square_sum_kernel("compiled")
+    x = torch.randn(3, 7, 16, dtype=torch.bfloat16)
+    mask = torch.tensor([[1] * 7, [1] * 5 + [0] * 2, [1] * 2 + [0] * 5])
+    ref = torch.stack([(x[b, : int(mask[b].sum())].double() ** 2).sum(0) for b in range(3)])
+    torch.testing.assert_close(masked_square_sums(x, mask).double(), ref, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(fused(x, mask).double(), ref, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="kernel"):
+        square_sum_kernel("turbo")

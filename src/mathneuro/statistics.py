@@ -56,37 +56,71 @@ class Statistics:
         return list(seen)
 
 
+def masked_square_sums(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[B, d] float32: Σ over each row's real tokens of x², for x [B, T, d] and mask [B, T] (1 = real)."""
+    xf = x.to(torch.float32)
+    xf = xf * xf if xf is x else xf.mul_(xf)  # never square the module's own input in place
+    return torch.bmm(mask.to(torch.float32).unsqueeze(1), xf).squeeze(1)
+
+
+def _fusable(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    xf = x.to(torch.float32)
+    return (xf * xf * mask.to(torch.float32).unsqueeze(-1)).sum(dim=1)
+
+
+_FUSED: dict[str, object] = {}
+
+KERNELS = ("auto", "eager", "compiled")
+
+#: Below this many scored weights, ``kernel="auto"`` stays eager: compiling costs more than it saves.
+AUTO_COMPILE_MIN_WEIGHTS = 20_000_000
+
+
+def square_sum_kernel(kernel: str, num_weights: int = 0):
+    """The function computing :func:`masked_square_sums`: eager, or one fused kernel (``torch.compile``,
+    which reads each input once instead of three times; compiled once per process, dynamic shapes)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"statistics kernel: unknown {kernel!r}; allowed: {', '.join(KERNELS)}")
+    if kernel == "eager" or (kernel == "auto" and num_weights < AUTO_COMPILE_MIN_WEIGHTS):
+        return masked_square_sums
+    if "fn" not in _FUSED:
+        _FUSED["fn"] = torch.compile(_fusable, dynamic=True)
+    compiled = _FUSED["fn"]
+
+    def fused(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if _FUSED.get("failed"):
+            return masked_square_sums(x, mask)
+        try:
+            return compiled(x, mask)
+        except Exception as exc:  # no compiler / unsupported backend: the eager path gives the same numbers
+            import warnings
+
+            warnings.warn(f"fused statistics kernel unavailable, using eager ops: {exc}", stacklevel=2)
+            _FUSED["failed"] = True
+            return masked_square_sums(x, mask)
+
+    return fused
+
+
 class _LinearInputAccumulator:
     """Forward pre-hook state for every target linear; shares work between linears fed the same tensor."""
 
-    def __init__(self, targets: dict[str, nn.Linear]):
+    def __init__(self, targets: dict[str, nn.Linear], kernel: str = "auto"):
         self.norm: dict[str, torch.Tensor] = {}
         self.sq: dict[str, torch.Tensor] = {}
-        self.lengths: list[int] | None = None  # real tokens per row (right padding), None without padding
+        self.mask: torch.Tensor | None = None  # [B, T], 1 on real tokens
         self._last_input: torch.Tensor | None = None
         self._last_result: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.square_sums = square_sum_kernel(kernel, sum(m.weight.numel() for m in targets.values()))
         for name, mod in targets.items():
             dev = mod.weight.device
             self.norm[name] = torch.zeros(mod.in_features, dtype=torch.float32, device=dev)
             self.sq[name] = torch.zeros(mod.in_features, dtype=torch.float32, device=dev)
 
-    def new_batch(self, lengths: list[int] | None) -> None:
-        self.lengths = lengths
+    def new_batch(self, mask: torch.Tensor) -> None:
+        self.mask = mask
         self._last_input = None
         self._last_result = None
-
-    def per_sample_norms(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, d] float32: the L2 norm of each input column over each row's real tokens."""
-        if x.dtype == torch.float32:
-            if self.lengths is None:
-                return torch.linalg.vector_norm(x, dim=1)
-            return torch.stack([torch.linalg.vector_norm(x[b, :n], dim=0) for b, n in enumerate(self.lengths)])
-        xf = x.to(torch.float32)  # our own copy: padded rows can be zeroed in place
-        if self.lengths is not None:
-            for b, n in enumerate(self.lengths):
-                if n < xf.shape[1]:
-                    xf[b, n:] = 0
-        return torch.linalg.vector_norm(xf, dim=1)
 
     def hook(self, name: str):
         def pre_hook(_module: nn.Module, args: tuple) -> None:
@@ -94,9 +128,9 @@ class _LinearInputAccumulator:
             if x is self._last_input and self._last_result is not None:
                 norm_b, sq_b = self._last_result  # q/k/v (and gate/up) read one tensor: reuse its sums
             else:
-                norms = self.per_sample_norms(x)
-                norm_b = norms.sum(dim=0)
-                sq_b = norms.square().sum(dim=0)
+                per_sample = self.square_sums(x, self.mask.to(x.device))  # [B, d] float32
+                norm_b = per_sample.sqrt().sum(dim=0)
+                sq_b = per_sample.sum(dim=0)
                 self._last_input, self._last_result = x, (norm_b, sq_b)
             self.norm[name] += norm_b.to(self.norm[name].device)
             self.sq[name] += sq_b.to(self.sq[name].device)
@@ -185,11 +219,13 @@ def collect_statistics(
     max_length: int = 512,
     progress: bool = True,
     desc: str = "statistics",
+    kernel: str = "auto",
 ) -> dict[str, Statistics]:
     """Run the decoder over ``texts`` once and return ``{kind: Statistics}`` for each requested kind.
 
     Batches are formed by sorted length with right padding; padded positions are excluded
-    from every statistic. Hooks are removed when the pass ends, also on error.
+    from every statistic. Hooks are removed when the pass ends, also on error. ``kernel``:
+    ``eager`` ops, a ``compiled`` fused reduction, or ``auto`` (compiled for real-sized models).
     """
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -202,7 +238,7 @@ def collect_statistics(
     handles: list = []
     if "linear_inputs" in kinds:
         targets = targets if targets is not None else find_target_linears(model)
-        lin = _LinearInputAccumulator(targets)
+        lin = _LinearInputAccumulator(targets, kernel)
         handles += [mod.register_forward_pre_hook(lin.hook(name)) for name, mod in targets.items()]
     if "lape" in kinds:
         activations = activations if activations is not None else find_mlp_activations(model)
@@ -226,7 +262,7 @@ def collect_statistics(
                 attn[row, : lengths[i]] = 1
             padded = bool((attn == 0).any())
             if lin is not None:
-                lin.new_batch([lengths[i] for i in batch] if padded else None)
+                lin.new_batch(attn.to(device))
             if lape is not None:
                 lape.new_batch(attn.bool().unsqueeze(-1).to(device) if padded else None)
             decoder(input_ids=input_ids.to(device), attention_mask=attn.to(device), use_cache=False)

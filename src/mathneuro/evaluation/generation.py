@@ -35,6 +35,16 @@ def _eos_ids(model: torch.nn.Module, tokenizer) -> set[int]:
     return ids
 
 
+def last_positions(k: int, length: int, device: torch.device) -> torch.Tensor:
+    """``logits_to_keep`` for the last ``k`` of ``length`` positions, as an index tensor.
+
+    An int ``logits_to_keep`` slices the hidden states to a non-contiguous view, and the LM head's
+    matmul on that view copies its weight once per batch row: on CPU in bf16 that made a 16 x 30
+    forward of a 0.5B model 25x slower (8.4 s instead of 0.36 s). Index tensors gather a contiguous copy.
+    """
+    return torch.arange(length - k, length, device=device)
+
+
 def _cache_kwarg(model: torch.nn.Module) -> str:
     # transformers >= 5.2x names the KV cache argument ``cache``; older releases ``past_key_values``.
     try:
@@ -99,7 +109,7 @@ def greedy_generate(
     prefix_cache = None
     if use_cache_prefix:
         ids = torch.tensor([prefix_ids], device=device)
-        out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+        out = model(input_ids=ids, use_cache=True, logits_to_keep=last_positions(1, ids.shape[1], device))
         prefix_cache = _returned_cache(out)
     else:
         rows = [prefix_ids + r for r in rows]
@@ -140,28 +150,33 @@ def _generate_batch(model, tokenizer, batch, prefix_cache, start, max_new_tokens
     generated: list[list[int]] = [[] for _ in range(n)]
     texts = [""] * n
     done = [False] * n
+    alive = list(range(n))  # batch rows still generating; finished rows are dropped from the batch
     last_pos = positions[:, -1:]
     step_ids, step_pos = ids, positions
     cache_arg = _cache_kwarg(model)
     for _ in range(max_new_tokens):
-        out = model(input_ids=step_ids, attention_mask=full_mask, position_ids=step_pos,
-                    use_cache=True, logits_to_keep=1, **{cache_arg: past})
+        out = model(input_ids=step_ids, attention_mask=full_mask, position_ids=step_pos, use_cache=True,
+                    logits_to_keep=last_positions(1, step_ids.shape[1], device), **{cache_arg: past})
         past = _returned_cache(out)
         next_ids = out.logits[:, -1, :].argmax(dim=-1)
-        for j in range(n):
-            if done[j]:
+        for slot, j in enumerate(alive):
+            if done[j]:  # only when the cache cannot drop rows
                 continue
-            token = int(next_ids[j])
+            token = int(next_ids[slot])
             if token in eos:
                 done[j] = True
                 continue
             generated[j].append(token)
-            text, hit = _truncate(tokenizer.decode(generated[j], skip_special_tokens=True), stop)
-            texts[j] = text
-            done[j] = hit
-        if all(done):
+            texts[j], done[j] = _truncate(tokenizer.decode(generated[j], skip_special_tokens=True), stop)
+        keep = [slot for slot, j in enumerate(alive) if not done[j]]
+        if not keep:
             break
+        if len(keep) < len(alive) and hasattr(past, "batch_select_indices"):
+            sel = torch.tensor(keep, device=device)
+            past.batch_select_indices(sel)
+            next_ids, full_mask, last_pos = next_ids[sel], full_mask[sel], last_pos[sel]
+            alive = [alive[slot] for slot in keep]
         last_pos = last_pos + 1
         step_ids, step_pos = next_ids[:, None], last_pos
-        full_mask = torch.cat([full_mask, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
+        full_mask = torch.cat([full_mask, torch.ones((len(alive), 1), dtype=torch.long, device=device)], dim=1)
     return texts

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from mathneuro.evaluation.generation import encode, model_device
+from mathneuro.evaluation.generation import encode, last_positions, model_device
 
 
 def prefix_token_id(tokenizer) -> int:
@@ -87,7 +87,7 @@ def score_token_sequences(
             mask[j, width - len(x):] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         out = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
-                    use_cache=False, logits_to_keep=keep)
+                    use_cache=False, logits_to_keep=last_positions(keep, width, device))
         logprobs = F.log_softmax(out.logits[:, -keep:, :].float(), dim=-1)
         for j, (n, tgt) in enumerate(zip(n_cont, targets, strict=True)):
             rows = logprobs[j, keep - n:, :]
