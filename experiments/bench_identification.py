@@ -20,7 +20,7 @@ import torch
 
 from mathneuro.data import load_records, render
 from mathneuro.models import load_model
-from mathneuro.statistics import collect_statistics, length_sorted_batches, tokenize
+from mathneuro.statistics import collect_statistics, length_sorted_batches, right_padded, tokenize
 from mathneuro.targets import base_model, find_target_linears
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,17 +48,12 @@ def reset_peak() -> None:
 
 
 def batches(tokenizer, texts, batch_size, max_length, device):
+    """The same length-sorted, right-padded batches collect_statistics forms."""
     ids = tokenize(tokenizer, texts, max_length)
-    lengths = [len(r) for r in ids]
     pad = tokenizer.pad_token_id or 0
     out = []
-    for batch in length_sorted_batches(lengths, batch_size):
-        width = max(lengths[i] for i in batch)
-        x = torch.full((len(batch), width), pad, dtype=torch.long)
-        m = torch.zeros((len(batch), width), dtype=torch.long)
-        for r, i in enumerate(batch):
-            x[r, : lengths[i]] = torch.tensor(ids[i])
-            m[r, : lengths[i]] = 1
+    for batch in length_sorted_batches([len(r) for r in ids], batch_size):
+        x, m = right_padded([ids[i] for i in batch], pad)
         out.append((x.to(device), m.to(device)))
     return out
 

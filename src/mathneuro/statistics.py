@@ -199,6 +199,17 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
+def right_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(input_ids, attention_mask)`` of token-id rows, right-padded to the longest row."""
+    width = max(len(r) for r in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        input_ids[i, : len(row)] = torch.tensor(row)
+        attn[i, : len(row)] = 1
+    return input_ids, attn
+
+
 def _input_device(model: nn.Module) -> torch.device:
     emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
     if emb is not None:
@@ -254,12 +265,7 @@ def collect_statistics(
     with hooks(handles):
         bar = tqdm(total=len(ids), desc=desc, unit="sample", disable=not progress)
         for batch in length_sorted_batches(lengths, batch_size):
-            width = max(lengths[i] for i in batch)
-            input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-            attn = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, i in enumerate(batch):
-                input_ids[row, : lengths[i]] = torch.tensor(ids[i])
-                attn[row, : lengths[i]] = 1
+            input_ids, attn = right_padded([ids[i] for i in batch], pad_id)
             padded = bool((attn == 0).any())
             if lin is not None:
                 lin.new_batch(attn.to(device))
