@@ -213,3 +213,12 @@ def test_experiment_values_win_over_the_primary_config():
     assert cfg.num_samples == 500 and cfg.task.name == "gsm8k" and cfg.filter.name == "race"
     cfg = compose_cfg(["experiment=offline_shared"])
     assert cfg.task.path.endswith("gsm8k/train.jsonl") and cfg.eval.data_dir
+
+
+def test_job_dirname_is_stable_readable_and_distinct():
+    a = job_dirname("method=wanda,model.name_or_path=/models/a,top_k=0.01")
+    b = job_dirname("method=wanda,model.name_or_path=/models/b,top_k=0.01")
+    assert a == job_dirname("method=wanda,model.name_or_path=/models/a,top_k=0.01")
+    assert a != b and "/" not in a and a.startswith("method=wanda,top_k=0.01-")
+    assert job_dirname("method=wanda,top_k=0.01") == "method=wanda,top_k=0.01"
+    assert len(job_dirname(",".join(f"key{i}=value{i}" for i in range(60)))) <= 200

@@ -32,14 +32,19 @@ def config_dir() -> str:
     return str(Path(__file__).resolve().parent / "conf")
 
 
-def job_dirname(override_dirname: str, max_len: int = 120) -> str:
-    """A sweep point's directory name from its overrides: path separators flattened, long names
-    shortened with a hash, so the same overrides always map to the same directory (resume)."""
+def job_dirname(override_dirname: str, max_len: int = 200) -> str:
+    """A sweep point's directory name from its overrides, the same every time (so reruns resume).
+
+    Path-valued overrides are left out of the readable part, and a hash of the full override
+    string is appended whenever anything was left out or cut, so names stay distinct.
+    """
     import hashlib
 
-    name = override_dirname.replace("/", "_").replace("\\", "_") or "default"
-    if len(name) > max_len:
-        digest = hashlib.sha1(name.encode()).hexdigest()[:10]
+    items = [item for item in override_dirname.split(",") if item]
+    readable = [item for item in items if "/" not in item and "\\" not in item]
+    name = ",".join(readable) or "default"
+    if len(readable) < len(items) or len(name) > max_len:
+        digest = hashlib.sha1(override_dirname.encode()).hexdigest()[:10]
         name = f"{name[: max_len - 11]}-{digest}"
     return name
 
