@@ -16,7 +16,16 @@ def _isolated_caches(tmp_path_factory, monkeypatch):
     root = tmp_path_factory.getbasetemp() / "caches"
     monkeypatch.setenv("HF_DATASETS_CACHE", str(root / "datasets"))
     monkeypatch.setenv("MATHNEURO_CACHE", str(root / "mathneuro"))
+    monkeypatch.delenv("MATHNEURO_DATA_DIR", raising=False)  # a test opts in to local eval data
     yield
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """A small data folder laid out like ../shared/data, written by the tests themselves."""
+    from mathneuro.evaluation.sample_data import write_sample_data
+
+    return write_sample_data(tmp_path_factory.mktemp("data"))
 
 
 TEXTS = [

@@ -10,24 +10,10 @@ from omegaconf import OmegaConf
 
 from mathneuro.evaluation import TASKS, EvalConfig, Evaluator, kind_of, lm_eval_name, validate_config
 from mathneuro.evaluation.config import LIMITABLE, TaskLimits
-from mathneuro.evaluation.sample_data import write_sample_data
 from mathneuro.evaluation.tasks import DATA_DIR_ENV, HARNESS_TASKS, PROBES
 from mathneuro.tiny import tiny_model
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "eval"
-
-
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch, tmp_path):
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf_datasets"))
-    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    return write_sample_data(tmp_path_factory.mktemp("data"))
 
 
 def test_defaults_are_the_papers():

@@ -13,24 +13,10 @@ import yaml
 from mathneuro.eval_tasks import TASKS_DIR
 from mathneuro.eval_tasks.fewshot import gsm8k_cot, minerva_math
 from mathneuro.evaluation import TASKS, EvalConfig, Evaluator, flatten_lm_eval_metrics
-from mathneuro.evaluation.sample_data import write_sample_data
-from mathneuro.evaluation.tasks import DATA_DIR_ENV, HARNESS_TASKS, MMLU_SUBJECTS, missing_files
+from mathneuro.evaluation.tasks import HARNESS_TASKS, MMLU_SUBJECTS, missing_files
 from mathneuro.tiny import tiny_model
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch, tmp_path):
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf_datasets"))
-    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    return write_sample_data(tmp_path_factory.mktemp("data"))
 
 
 @pytest.fixture(scope="module")

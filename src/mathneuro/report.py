@@ -268,6 +268,18 @@ def _hashable(value: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------------------- figures
+def _save(fig, path: str | Path) -> Path:
+    """Lay out, write (creating folders) and close one figure; return its path."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _pyplot():
     import matplotlib
 
@@ -365,12 +377,7 @@ def _plot_vs(rows: Sequence[Mapping], x: str, metrics: Sequence[str], path: str 
         axes[index // ncols][index % ncols].set_visible(False)
     seeds = {r.get("seed") for r in rows}
     fig.suptitle(title or f"metric vs {xlabel} (mean ± std over {len(seeds)} seed(s))", fontsize=11)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def _as_metric_list(metric: str | Sequence[str]) -> list[str]:
@@ -466,12 +473,7 @@ def plot_per_layer(data: Any, path: str | Path, *, top_k: float | None = None, n
     ax.set_title(title or "selection per decoder block (mean over repeats)", fontsize=11)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_data_efficiency(rows: Sequence[Mapping], path: str | Path, *, title: str | None = None) -> Path:
@@ -501,12 +503,7 @@ def plot_data_efficiency(rows: Sequence[Mapping], path: str | Path, *, title: st
     ax.set_title(title or "data efficiency of the identification", fontsize=11)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_overlap_heatmap(matrix: Mapping, path: str | Path, *, key: str = "jaccard", title: str | None = None) -> Path:
@@ -528,12 +525,7 @@ def plot_overlap_heatmap(matrix: Mapping, path: str | Path, *, key: str = "jacca
                         color="white" if v < 0.6 else "black")
     fig.colorbar(image, ax=ax, fraction=0.046)
     ax.set_title(title or ("Jaccard overlap" if key == "jaccard" else "share of row inside column"), fontsize=11)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 # ------------------------------------------------------------------------------------------ report
