@@ -17,6 +17,6 @@ sweep=${SWEEP:-outputs/sweeps/reproduce_small}
   num_samples=100 max_length=512 batch_size=8 \
   eval=probes eval.data_dir="$data" eval.limits.gsm8k_gen=20 \
   eval.arith.digits=2 eval.arith.num_problems=60 \
-  top_k=0.01,0.05,0.15 method=mathneuro,wanda,random \
+  top_k=${TOP_K:-0.01,0.05,0.15} method=${METHODS:-mathneuro,wanda,random} \
   hydra.sweep.dir="$sweep" "$@"
 .venv/bin/mathneuro-report "$sweep"
