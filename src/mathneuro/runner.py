@@ -74,18 +74,16 @@ class Workbench:
     tokenizer: Any
     identity: dict
     cache: StatisticsCache
-    target_pattern: str
-    include_lm_head: bool
     evaluators: dict = field(default_factory=dict)
     baselines: dict = field(default_factory=dict)
 
-    def targets(self) -> dict:
-        return find_target_linears(self.model, self.target_pattern, self.include_lm_head)
+    def targets(self, method: Any) -> dict:
+        """The linears ``method`` (a MethodConfig-like object) scores: its name pattern, lm_head if asked."""
+        return find_target_linears(self.model, method.targets, method.include_lm_head)
 
-    def statistics(self, samples: Samples, kinds: tuple[str, ...], *, max_length: int, batch_size: int,
-                   progress: bool = True) -> tuple[dict, dict]:
+    def statistics(self, samples: Samples, kinds: tuple[str, ...], *, targets: dict | None = None,
+                   max_length: int, batch_size: int, progress: bool = True) -> tuple[dict, dict]:
         """Statistics of ``samples`` for each kind (cached on disk and in memory) and their keys."""
-        targets = self.targets() if "linear_inputs" in kinds else None
         activations = find_mlp_activations(self.model) if "lape" in kinds else None
         return cached_statistics(
             self.cache, self.model, self.tokenizer, samples.texts, model_identity=self.identity, kinds=kinds,
@@ -99,10 +97,11 @@ class Workbench:
         name = method.name
         keys: list[str] = []
         kind = "lape" if name == "lape" else "linear_inputs"
+        targets = self.targets(method) if kind == "linear_inputs" else None
 
         def stats_of(samples: Samples):
-            found, k = self.statistics(samples, (kind,), max_length=max_length, batch_size=batch_size,
-                                       progress=progress)
+            found, k = self.statistics(samples, (kind,), targets=targets, max_length=max_length,
+                                       batch_size=batch_size, progress=progress)
             keys.append(k[kind])
             return found[kind]
 
@@ -110,7 +109,7 @@ class Workbench:
             sel = lape_selection(stats_of(task), [stats_of(f) for f in filters], top_k,
                                  filter_rate=method.filter_rate, activation_bar=method.activation_bar)
             return sel, keys
-        weights = weight_parameters(self.targets())
+        weights = weight_parameters(targets)
         task_stats = stats_of(task)
         if name in ("wanda", "wanda_row"):
             return wanda_selection(weights, task_stats, top_k, per_row=name == "wanda_row"), keys
@@ -127,14 +126,14 @@ class Workbench:
         """The evaluator of this model for ``eval_cfg``, built once (it wraps lm-eval's HFLM once)."""
         from mathneuro.evaluation import Evaluator
 
-        key = _hash(eval_cfg)
+        key = eval_cfg.fingerprint()
         if key not in self.evaluators:
             self.evaluators[key] = Evaluator(self.model, self.tokenizer, eval_cfg)
         return self.evaluators[key]
 
     def baseline(self, eval_cfg: Any) -> dict[str, float]:
         """Metrics of the unedited model, computed once per model and eval config (memory, then disk)."""
-        key = _hash({"model": self.identity, "eval": _plain(eval_cfg)})
+        key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
         if key in self.baselines:
             return self.baselines[key]
         path = self.cache.root / "baselines" / f"{key}.json" if self.cache.root else None
@@ -170,8 +169,7 @@ _WORKBENCHES: dict[str, Workbench] = {}
 def get_workbench(cfg: Config) -> Workbench:
     """The process's workbench for ``cfg.model`` (loaded on first use, then reused by every point)."""
     m = cfg.model
-    key = _hash({"model": _plain(m), "targets": cfg.method.targets, "lm_head": cfg.method.include_lm_head,
-                 "cache": cfg.cache_dir})
+    key = _hash({"model": _plain(m), "cache": cfg.cache_dir})
     bench = _WORKBENCHES.get(key)
     if bench is None:
         _WORKBENCHES.clear()  # one model in memory at a time
@@ -179,8 +177,7 @@ def get_workbench(cfg: Config) -> Workbench:
                                 revision=m.revision, trust_remote_code=m.trust_remote_code, cache_dir=cfg.cache_dir,
                                 device_map=m.device_map)
         identity = model_identity(model, m.name_or_path, m.dtype)
-        bench = Workbench(model, tok, identity, StatisticsCache(Path(cfg.cache_dir) / "statistics"),
-                          cfg.method.targets, cfg.method.include_lm_head)
+        bench = Workbench(model, tok, identity, StatisticsCache(Path(cfg.cache_dir) / "statistics"))
         _WORKBENCHES[key] = bench
     return bench
 
@@ -288,7 +285,7 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
         if selection.neurons:
             num_scored = sum(mlp_widths(bench.model).values())
         else:
-            num_scored = sum(int(m.weight.numel()) for m in bench.targets().values())
+            num_scored = sum(int(m.weight.numel()) for m in bench.targets(cfg.method).values())
         summary = selection.summary(num_scored=num_scored, num_parameters=num_parameters)
         summary["top_k"] = cfg.top_k
 
