@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
+from mathneuro.recording import atomic_write, write_json_atomic
 from mathneuro.statistics import Statistics, collect_statistics
 
 CACHE_VERSION = 1
@@ -53,17 +53,6 @@ def statistics_key(
         "modules": sorted(modules),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _atomic_replace(write, final: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, final)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 class StatisticsCache:
@@ -101,11 +90,10 @@ class StatisticsCache:
         if self.root is None:
             return
         tensors = {k: v.contiguous() for k, v in stats.tensors.items()}
-        _atomic_replace(lambda p: save_file(tensors, p), self.root / f"{key}.safetensors")
+        atomic_write(self.root / f"{key}.safetensors", lambda p: save_file(tensors, p))
         meta = {"kind": stats.kind, "num_samples": stats.num_samples, "num_tokens": stats.num_tokens,
                 "meta": stats.meta}
-        _atomic_replace(lambda p: Path(p).write_text(json.dumps(meta, indent=1, default=str)),
-                        self.root / f"{key}.json")
+        write_json_atomic(self.root / f"{key}.json", meta)
 
 
 def cached_statistics(

@@ -11,6 +11,7 @@ import math
 import os
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +28,30 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def write_json_atomic(path: str | os.PathLike, data: dict) -> None:
-    """Write ``data`` to ``path`` via a temp file and rename, so readers never see half a file."""
+def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
+    """Call ``write(tmp)`` on a temp file beside ``path``, then rename it over ``path``: readers see the
+    old file or the whole new one, never half of it; the temp file is removed on failure."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(_jsonable(data), f, indent=1, default=str)
-            f.flush()
-            os.fsync(f.fileno())
+        write(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def write_json_atomic(path: str | os.PathLike, data: dict) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (and synced to disk)."""
+    def write(tmp: str) -> None:
+        with open(tmp, "w") as f:
+            json.dump(_jsonable(data), f, indent=1, default=str)
+            f.flush()
+            os.fsync(f.fileno())
+
+    atomic_write(path, write)
 
 
 def read_complete_results(run_dir: str | os.PathLike) -> dict | None:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
+
+from mathneuro.recording import atomic_write
 
 NEURON_PREFIX = "neurons::"
 
@@ -55,10 +56,7 @@ class Selection:
         tensors = {name: m.to(torch.uint8).contiguous() for name, m in self.masks.items()}
         tensors.update({NEURON_PREFIX + name: n.to(torch.int64).contiguous() for name, n in self.neurons.items()})
         metadata = {"method": self.method, "meta": json.dumps(self.meta, default=str)}
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp")
-        save_file(tensors, str(tmp), metadata=metadata)
-        os.replace(tmp, path)
+        atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Selection:
