@@ -8,7 +8,6 @@ Registered in Hydra's ConfigStore as the schema of ``conf/config.yaml`` and of e
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -17,7 +16,8 @@ from omegaconf import MISSING
 
 from mathneuro.data import DatasetConfig
 from mathneuro.evaluation import EvalConfig
-from mathneuro.methods import METHODS
+from mathneuro.intervention import check_scalar
+from mathneuro.methods import METHODS, check_fraction
 from mathneuro.targets import DEFAULT_PATTERN
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -109,11 +109,18 @@ def _allowed(key: str, value: Any, allowed: tuple) -> None:
 
 def validate(cfg: Any) -> None:
     """Check every value a type cannot; raise ConfigError naming the first bad key."""
-    top_k = cfg.top_k
-    if not isinstance(top_k, (int, float)) or not math.isfinite(top_k) or not 0 < top_k <= 1:
-        raise ConfigError(f"top_k: must be a fraction in (0, 1], got {top_k!r}")
-    if cfg.method.filter_top_k is not None and not 0 < cfg.method.filter_top_k <= 1:
-        raise ConfigError(f"method.filter_top_k: must be a fraction in (0, 1] or null, got {cfg.method.filter_top_k!r}")
+    try:
+        _check(cfg)
+    except ConfigError:
+        raise
+    except ValueError as exc:  # the library's own checks name the key too
+        raise ConfigError(str(exc)) from None
+
+
+def _check(cfg: Any) -> None:
+    check_fraction(cfg.top_k, "top_k")
+    if cfg.method.filter_top_k is not None:
+        check_fraction(cfg.method.filter_top_k, "method.filter_top_k")
     if cfg.num_samples < 1:
         raise ConfigError(f"num_samples: must be >= 1, got {cfg.num_samples}")
     if cfg.batch_size < 1:
@@ -127,9 +134,7 @@ def validate(cfg: Any) -> None:
         if not 0 < value < 1:
             raise ConfigError(f"method.{key}: must be in (0, 1), got {value!r}")
     _allowed("intervention.name", cfg.intervention.name, INTERVENTIONS)
-    scalar = cfg.intervention.scalar
-    if not isinstance(scalar, (int, float)) or not math.isfinite(scalar):
-        raise ConfigError(f"intervention.scalar: must be a finite number, got {scalar!r}")
+    scalar = check_scalar(cfg.intervention.scalar, "intervention.scalar")
     if cfg.intervention.name == "prune" and scalar != 0:
         raise ConfigError(f"intervention.scalar: prune means scalar 0, got {scalar}; use intervention=scale")
     _allowed("model.dtype", cfg.model.dtype, DTYPES)
@@ -138,17 +143,9 @@ def validate(cfg: Any) -> None:
         raise ConfigError(f"model.device: unknown value {device!r}; allowed: auto, cpu, cuda, cuda:N, mps")
     _allowed("logger.name", cfg.logger.name, LOGGERS)
     _allowed("logger.mode", cfg.logger.mode, WANDB_MODES)
-    for group in ("task", "filter"):
-        try:
-            getattr(cfg, group).validate(group)
-        except ConfigError:
-            raise
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-    try:
-        cfg.eval.validate()
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    cfg.task.validate("task")
+    cfg.filter.validate("filter")
+    cfg.eval.validate()
 
 
 def register_configs() -> None:
