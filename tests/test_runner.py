@@ -91,6 +91,8 @@ def test_end_to_end_run_writes_complete_results_and_offline_wandb(tiny_dir, tmp_
     assert results["metrics"] and set(results["metrics"]) == set(results["baseline_metrics"])
     assert all(k.split("/")[0] in ("math", "nonmath") for k in results["metrics"])
     assert {"load_model", "identification", "evaluation", "total"} <= set(results["timings"])
+    peaks = [results["peak_memory"][k]["rss_mb"] for k in ("load_model", "identification", "evaluation")]
+    assert peaks == sorted(peaks) and peaks[0] > 50  # a running maximum, in MB, of a real process
     assert results["config"]["top_k"] == 0.05 and results["versions"]["torch"]
     assert (out / "selection.safetensors").exists()
     runs = list((out / "wandb").glob("offline-run-*"))

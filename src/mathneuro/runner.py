@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,6 +225,14 @@ def point_summary(cfg: Config) -> dict:
     }
 
 
+def peak_memory_mb() -> dict[str, float]:
+    """Peak resident memory of this process so far (MB) and, on CUDA, peak allocated GPU memory."""
+    peak = {"rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        peak["cuda_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    return peak
+
+
 def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | None = None,
               group: str | None = None, tags: list[str] | None = None) -> dict:
     """Run one sweep point and write ``<output_dir>/results.json``; return the results.
@@ -243,9 +252,11 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
             return done
     check_writable(output_dir)
     timings: dict[str, float] = {}
+    memory: dict[str, dict[str, float]] = {}
 
     def stage(name: str, t0: float) -> None:
         timings[name] = round(time.perf_counter() - t0, 3)
+        memory[name] = peak_memory_mb()
 
     t0 = time.perf_counter()
     task = prepare_samples(cfg.task, "task", cfg.num_samples, 2 * cfg.seed, cfg.bootstrap)
@@ -311,6 +322,7 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
             "metrics": metrics,
             "baseline_metrics": baseline,
             "timings": timings,
+            "peak_memory": memory,
             "statistics_keys": stats_keys,
             "sample_ids_hash": {"task": task.ids_hash, "filter": filters[0].ids_hash},
             "versions": _versions(),

@@ -1,0 +1,204 @@
+"""Tables and figures of `experiments/reproduce.sh` (issue 6) from its sweep folders.
+
+    .venv/bin/python experiments/summarise_reproduce.py outputs/sweeps/reproduce experiments/results/reproduce
+
+Writes ``tables.md`` (every table of experiments/README.md), ``points.csv`` per stage and the
+report's figures. Stages that have not run are skipped, partial stages are tabulated as far as
+they go (the tables say how many seeds each cell has).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+from pathlib import Path
+
+from mathneuro.analysis import data_efficiency
+from mathneuro.report import (
+    comparison_rows,
+    load_results,
+    plot_data_efficiency,
+    plot_metric_vs_topk,
+    plot_per_layer,
+    tidy_rows,
+    write_csv,
+)
+from mathneuro.selection import Selection
+
+GRID_METRICS = {"math/arith/exact_match": "arith", "nonmath/mc/acc": "MC acc", "nonmath/ppl/word_perplexity": "word ppl"}
+PAPER_METRICS = {"math/gsm8k_gen/exact_match": "GSM8K", "nonmath/race/acc": "RACE acc", "nonmath/mmlu/acc": "MMLU acc"}
+SCALE_METRICS = {"math/arith/exact_match": "arith (test)", "math/gsm8k_gen/exact_match": "GSM8K",
+                 "nonmath/mc/acc": "MC acc"}
+
+
+def label(row: dict) -> str:
+    """Method name as the tables use it: the filter only where it changes the method."""
+    if row["method"] == "mathneuro" and row.get("filter") != "race":
+        return f"mathneuro ({row.get('filter')} filter)"
+    return row["method"]
+
+
+def rows_of(path: Path) -> list[dict]:
+    if not path.is_dir():
+        return []
+    complete, missing = load_results(path)
+    if missing:
+        print(f"{path}: {len(missing)} points missing or incomplete")
+    rows = tidy_rows(complete)
+    for row, result in zip(rows, complete, strict=True):
+        row["label"] = label(row)
+        row["_result"] = result
+    return rows
+
+
+def cell(mean: float | None, std: float | None, n: int, fmt: str = ".3f") -> str:
+    if mean is None or not math.isfinite(mean):
+        return "–"
+    text = f"{mean:{fmt}}"
+    if n > 1:
+        text += f" ± {std:{fmt}}"
+    return text
+
+
+def baseline_of(rows: list[dict], metric: str) -> float | None:
+    values = [r[f"baseline/{metric}"] for r in rows if f"baseline/{metric}" in r]
+    return values[0] if values else None
+
+
+def comparison_table(rows: list[dict], metrics: dict[str, str], by: list[str], title: str) -> str:
+    """Markdown: one line per group, mean ± std over seeds per metric, plus % of the model."""
+    table = comparison_rows(rows, [*metrics, "selection/fraction_of_model", "selection/num_selected"], by=by)
+    heads = [*by, "seeds", "% of model", *(f"{name} ({_fmt_base(baseline_of(rows, m))})" for m, name in metrics.items())]
+    lines = [f"**{title}**", "", "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for entry in table:
+        frac = entry.get("selection/fraction_of_model/mean")
+        method_cells = [str(entry[k]) for k in by]
+        if entry.get("label", entry.get("method")) == "lape":
+            size = f"{entry['selection/num_selected/mean']:.0f} neurons"
+        else:
+            size = f"{100 * frac:.2f}" if frac is not None else "–"
+        cells = [*method_cells, str(entry["n"]), size]
+        for m in metrics:
+            fmt = ".3g" if "perplexity" in m else ".3f"
+            cells.append(cell(entry.get(f"{m}/mean"), entry.get(f"{m}/std"), entry["n"], fmt))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt_base(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.3g}" if value > 10 else f"{value:.3f}"
+
+
+def stage_costs(stages: dict[str, list[dict]]) -> str:
+    """Median seconds per stage and the largest peak RSS seen, per sweep stage."""
+    names = ["baseline_evaluation", "identification", "intervention", "evaluation", "total"]
+    lines = ["| stage of the study | points | " + " | ".join(f"{n} (s, median)" for n in names)
+             + " | peak RSS (MB) |", "|" + "---|" * (len(names) + 3)]
+    for stage, rows in stages.items():
+        if not rows:
+            continue
+        timings = [r["_result"].get("timings", {}) for r in rows]
+        cells = []
+        for n in names:
+            vals = [t[n] for t in timings if n in t]
+            cells.append(f"{statistics.median(vals):.1f}" if vals else "–")
+        peaks = [v.get("rss_mb", 0) for r in rows for v in (r["_result"].get("peak_memory") or {}).values()]
+        lines.append(f"| {stage} | {len(rows)} | " + " | ".join(cells) + f" | {max(peaks):.0f} |" if peaks
+                     else f"| {stage} | {len(rows)} | " + " | ".join(cells) + " | – |")
+    return "\n".join(lines) + "\n"
+
+
+def data_efficiency_table(folder: Path, figure: Path) -> str:
+    complete, _ = load_results(folder) if folder.is_dir() else ([], [])
+    selections = {}
+    for result in complete:
+        path = Path(result["_dir"]) / "selection.safetensors"
+        if path.is_file():
+            point = result["point"]
+            selections[(int(point["num_samples"]), int(point["seed"]))] = Selection.load(path)
+    if not selections:
+        return ""
+    rows = data_efficiency(selections)
+    plot_data_efficiency(rows, figure, title="MathNeuro (top-K 15 %): two independent identifications")
+    ref = max(r["num_samples"] for r in rows)
+    lines = ["| N samples | identifications | Jaccard of two draws | share of one draw in the other | "
+             f"share of M(N={ref}) found |", "|---|---|---|---|---|"]
+    def f(row: dict, key: str) -> str:
+        v = row.get(key)
+        return "–" if v is None else f"{v:.3f}"
+
+    for r in rows:
+        lines.append(f"| {r['num_samples']} | {r['seeds']} | {f(r, 'jaccard_mean')} | {f(r, 'a_in_b_mean')} "
+                     f"| {f(r, 'ref_in_n_mean')} |")
+    return "\n".join(lines) + "\n"
+
+
+def scaling_search_table(folder: Path) -> str:
+    import yaml
+
+    lines = []
+    for method_dir in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
+        best_file = method_dir / "optimization_results.yaml"
+        rows = rows_of(method_dir)
+        trials = sorted((r["scalar"], r.get("math/arith/exact_match"), r.get("nonmath/mc/acc")) for r in rows)
+        best = yaml.safe_load(best_file.read_text()) if best_file.is_file() else None
+        trial_text = ", ".join(f"s={s:.3f}: arith {a:.2f} / MC {m:.3f}" for s, a, m in trials)
+        base = baseline_of(rows, "math/arith/exact_match")
+        if best:
+            lines.append(f"- **{method_dir.name}** (validation arithmetic, unedited {base:.2f}): best "
+                         f"s = {best['best_params']['intervention.scalar']:.3f} (objective {best['best_value']:.3f}); "
+                         f"trials: {trial_text}")
+        else:
+            lines.append(f"- **{method_dir.name}**: search unfinished; trials: {trial_text}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", type=Path)
+    parser.add_argument("out", type=Path)
+    args = parser.parse_args()
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    grid = rows_of(args.root / "grid")
+    paper = rows_of(args.root / "paper_tasks")
+    one = rows_of(args.root / "one_sample")
+    scale = rows_of(args.root / "scaling_test")
+    parts = ["# Tables of experiments/reproduce.sh (generated by summarise_reproduce.py)\n"]
+    if grid:
+        write_csv([{k: v for k, v in r.items() if k != "_result"} for r in grid], out / "grid_points.csv")
+        parts.append(comparison_table(grid, GRID_METRICS, ["label", "top_k"],
+                                      "Pruning sweep (probes; mean ± std over bootstrap draws)"))
+        plot_metric_vs_topk([{**r, "method": r["label"], "filter": None} for r in grid], list(GRID_METRICS),
+                            out / "prune_vs_topk.png", title="Qwen2.5-Coder-0.5B-Instruct: pruning")
+        top = [r for r in grid if r["top_k"] == 0.15 and r["label"] in ("mathneuro", "random", "wanda")]
+        plot_per_layer([{**r, "method": r["label"]} for r in top], out / "per_layer.png", top_k=0.15)
+    if one:
+        parts.append(comparison_table(one, GRID_METRICS, ["num_samples", "top_k"],
+                                      "MathNeuro identified from one sample (probes)"))
+    if paper:
+        write_csv([{k: v for k, v in r.items() if k != "_result"} for r in paper], out / "paper_tasks_points.csv")
+        parts.append(comparison_table(paper, PAPER_METRICS, ["label", "top_k"],
+                                      "Paper's tasks (seed 0): GSM8K test CoT 20, RACE-high test 10, MMLU test 57"))
+    de = data_efficiency_table(args.root / "data_efficiency", out / "data_efficiency.png")
+    if de:
+        parts.append("**Data efficiency (MathNeuro, top-K 15 %, RACE filter)**\n\n" + de)
+    search = scaling_search_table(args.root / "scaling_search")
+    if search.strip():
+        parts.append("**Scaling search (Optuna TPE, s in [1.0, 1.5], top-K 5 %)**\n\n" + search)
+    if scale:
+        parts.append(comparison_table(scale, SCALE_METRICS, ["method", "scalar"],
+                                      "Scaling on the test problems (mean ± std over seeds)"))
+    stages = {"grid": grid, "paper_tasks": paper, "one_sample": one,
+              "data_efficiency": rows_of(args.root / "data_efficiency"),
+              "scaling_search": rows_of(args.root / "scaling_search"), "scaling_test": scale}
+    parts.append("**Cost per stage** (2 CPU cores shared by two sweeps at 1 thread each)\n\n" + stage_costs(stages))
+    (out / "tables.md").write_text("\n".join(parts))
+    print(f"wrote {out / 'tables.md'}")
+
+
+if __name__ == "__main__":
+    main()
