@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The reproduction of issue 6 on Qwen2.5-Coder-0.5B-Instruct, sized for a 2-core CPU.
 #   bash experiments/reproduce.sh STAGE [extra Hydra overrides]
+# Another model of ../shared/models: MODEL=smollm2_135m GGUF=smollm2-135m ROOT=outputs/sweeps/reproduce_smollm2
 # Stages (each is a resumable multirun under $ROOT/<stage>; rerunning skips finished points):
 #   grid         top_k {0.1,1,5,10,15 %} x {mathneuro, wanda, random, lape} (RACE filter)
 #                + mathneuro with the MMLU filter, seeds 0,1,2 (bootstrap draws of N samples),
@@ -21,12 +22,14 @@ cd "$(dirname "$0")/.."
 stage=${1:?usage: reproduce.sh STAGE [overrides]}
 shift
 models=${MODELS:-$HOME/.cache/mathneuro/gguf}
-bash ../shared/models/fetch-models.sh "$models" qwen2.5-coder-0.5b >/dev/null
+model=${MODEL:-qwen2_5_coder_0_5b}
+gguf=${GGUF:-qwen2.5-coder-0.5b}
+bash ../shared/models/fetch-models.sh "$models" "$gguf" >/dev/null
 data=$(cd ../shared/data && pwd)
 root=${ROOT:-outputs/sweeps/reproduce}
 N=${N:-200}
 py=.venv/bin/python
-common=(model=qwen2_5_coder_0_5b model.name_or_path="$models/qwen2.5-coder-0.5b/model.gguf"
+common=(model="$model" model.name_or_path="$models/$gguf/model.gguf"
         task=gsm8k task.path="$data/gsm8k/train.jsonl"
         max_length=512 batch_size=8 eval.data_dir="$data" progress=false)
 race=(filter=race filter.path="$data/race/validation_high.jsonl")
@@ -72,6 +75,6 @@ case $stage in
           intervention.scalar="$best",1.1 seed=0,1,2 hydra.sweep.dir="$root/scaling_test/$m" "$@"
     done ;;
   report)
-    "$py" experiments/summarise_reproduce.py "$root" experiments/results/reproduce ;;
+    "$py" experiments/summarise_reproduce.py "$root" "${RESULTS:-experiments/results/reproduce}" ;;
   *) echo "unknown stage: $stage" >&2; exit 2 ;;
 esac
