@@ -52,6 +52,12 @@ def rows_of(path: Path) -> list[dict]:
     return rows
 
 
+def plot_row(row: dict) -> dict:
+    """A tidy row for the report's plots: the table's method label, no helper fields."""
+    plain = {k: v for k, v in row.items() if k not in ("_result", "label")}
+    return {**plain, "method": row["label"], "filter": None}
+
+
 def cell(mean: float | None, std: float | None, n: int, fmt: str = ".3f") -> str:
     if mean is None or not math.isfinite(mean):
         return "–"
@@ -111,6 +117,26 @@ def stage_costs(stages: dict[str, list[dict]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def spread_over_blocks(rows: list[dict], top_k: float = 0.15) -> str:
+    """How evenly each method's selection spreads over the decoder blocks (all blocks have equal size)."""
+    lines = ["| method | top-K | blocks | smallest block share | largest block share | max / min |",
+             "|---|---|---|---|---|---|"]
+    for name in sorted({r["label"] for r in rows if r["label"] != "lape"}):
+        shares = []
+        for r in rows:
+            if r["label"] != name or r["top_k"] != top_k:
+                continue
+            per_layer = {k: v for k, v in r["_result"]["selection"]["per_layer"].items() if k.isdigit()}
+            total = sum(per_layer.values())
+            shares.append({k: v / total for k, v in per_layer.items()})
+        if not shares:
+            continue
+        mean = {k: statistics.mean(s[k] for s in shares) for k in shares[0]}
+        lo, hi = min(mean.values()), max(mean.values())
+        lines.append(f"| {name} | {top_k} | {len(mean)} | {100 * lo:.2f} % | {100 * hi:.2f} % | {hi / lo:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def data_efficiency_table(folder: Path, figure: Path) -> str:
     complete, _ = load_results(folder) if folder.is_dir() else ([], [])
     selections = {}
@@ -160,8 +186,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path)
     parser.add_argument("out", type=Path)
+    parser.add_argument("--title", default="Qwen2.5-Coder-0.5B-Instruct")
     args = parser.parse_args()
     out: Path = args.out
+    title: str = args.title
     out.mkdir(parents=True, exist_ok=True)
     grid = rows_of(args.root / "grid")
     paper = rows_of(args.root / "paper_tasks")
@@ -172,13 +200,18 @@ def main() -> None:
         write_csv([{k: v for k, v in r.items() if k != "_result"} for r in grid], out / "grid_points.csv")
         parts.append(comparison_table(grid, GRID_METRICS, ["label", "top_k"],
                                       "Pruning sweep (probes; mean ± std over bootstrap draws)"))
-        plot_metric_vs_topk([{**r, "method": r["label"], "filter": None} for r in grid], list(GRID_METRICS),
-                            out / "prune_vs_topk.png", title="Qwen2.5-Coder-0.5B-Instruct: pruning")
-        top = [r for r in grid if r["top_k"] == 0.15 and r["label"] in ("mathneuro", "random", "wanda")]
-        plot_per_layer([{**r, "method": r["label"]} for r in top], out / "per_layer.png", top_k=0.15)
+        plain = [plot_row(r) for r in grid]
+        # perplexity is in the table: Wanda's 1e7 would flatten every other line
+        plot_metric_vs_topk(plain, ["math/arith/exact_match", "nonmath/mc/acc"], out / "prune_vs_topk.png",
+                            title=f"{title}: pruning")
+        top = [r for r in plain if r["top_k"] == 0.15 and r["method"] in ("mathneuro", "random", "wanda")]
+        plot_per_layer(top, out / "per_layer.png", top_k=0.15)
+        parts.append("**Spread of the selection over decoder blocks** (share of the selection per block, "
+                     "mean over seeds; even spread = 1 / blocks)\n\n" + spread_over_blocks(grid))
     if one:
-        parts.append(comparison_table(one, GRID_METRICS, ["num_samples", "top_k"],
-                                      "MathNeuro identified from one sample (probes)"))
+        full = [r for r in grid if r["label"] == "mathneuro" and r["top_k"] in {x["top_k"] for x in one}]
+        parts.append(comparison_table(one + full, GRID_METRICS, ["num_samples", "top_k"],
+                                      "MathNeuro identified from one sample, against the sweep's N (probes)"))
     if paper:
         write_csv([{k: v for k, v in r.items() if k != "_result"} for r in paper], out / "paper_tasks_points.csv")
         parts.append(comparison_table(paper, PAPER_METRICS, ["label", "top_k"],
