@@ -77,6 +77,12 @@ def test_every_config_composes_and_validates(group, tmp_path, monkeypatch):
                     raise
 
 
+def test_one_progress_switch_covers_evaluation():
+    assert OmegaConf.to_object(compose_cfg(["progress=false", "eval=probes"])).eval.progress is False
+    assert OmegaConf.to_object(compose_cfg(["eval=paper"])).eval.progress is True
+    assert OmegaConf.to_object(compose_cfg(["progress=false", "eval.progress=true"])).eval.progress is True
+
+
 def test_end_to_end_run_writes_complete_results_and_offline_wandb(tiny_dir, tmp_path):
     out = tmp_path / "run"
     res = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=quick", "eval.limit=4",
