@@ -2,11 +2,13 @@
 # The reproduction of issue 6 on Qwen2.5-Coder-0.5B-Instruct, sized for a 2-core CPU.
 #   bash experiments/reproduce.sh STAGE [extra Hydra overrides]
 # Another model of ../shared/models: MODEL=smollm2_135m GGUF=smollm2-135m ROOT=outputs/sweeps/reproduce_smollm2
+# (DIGITS=1: the grid's arithmetic probe with 1-digit operands, for models that cannot add 2 digits;
+#  append 'eval.arith.operations=["+"]' to drop subtraction, as experiments/README.md does for SmolLM2)
 # Stages (each is a resumable multirun under $ROOT/<stage>; rerunning skips finished points):
 #   grid         top_k {0.1,1,5,10,15 %} x {mathneuro, wanda, random, lape} (RACE filter)
 #                + mathneuro with the MMLU filter, seeds 0,1,2 (bootstrap draws of N samples),
 #                evaluated with the probes: 2-digit +/- arithmetic (50), multiple choice (40), ppl
-#   paper_tasks  seed 0, top_k {5,15 %}, the same five methods, evaluated on GSM8K test
+#   paper_tasks  seed 0, top_k 15 %, the same five methods, evaluated on GSM8K test
 #                (8-shot CoT, first 20), RACE-high test (lm-eval, first 10), MMLU test (lm-eval, 1 per subject)
 #   one_sample   mathneuro identified from ONE math and ONE filter sample, seeds 0,1,2, grid evaluation
 #   data_efficiency  selections (top_k 15 %) from N in {1,10,100,500}, two independent draws (seeds 0,1)
@@ -34,7 +36,7 @@ common=(model="$model" model.name_or_path="$models/$gguf/model.gguf"
         max_length=512 batch_size=8 eval.data_dir="$data" progress=false)
 race=(filter=race filter.path="$data/race/validation_high.jsonl")
 mmlu=(filter=mmlu filter.path="$data/mmlu/validation_prerelease.jsonl")
-probes=(eval=probes 'eval.tasks=[arith,mc,ppl]' eval.arith.digits=2 eval.arith.num_problems=50)
+probes=(eval=probes 'eval.tasks=[arith,mc,ppl]' eval.arith.digits="${DIGITS:-2}" eval.arith.num_problems=50)
 paper=(eval=paper 'eval.tasks=[gsm8k_gen,race,mmlu]' eval.limits.gsm8k_gen=20 eval.limits.race=10
        eval.limits.mmlu=1 eval.batch_size=8)
 # validation and test problems of the scaling study: disjoint draws of the arithmetic probe
@@ -51,9 +53,9 @@ case $stage in
         top_k=0.001,0.01,0.05,0.10,0.15 hydra.sweep.dir="$root/grid/mmlu" "$@" ;;
   paper_tasks)
     run "${race[@]}" "${paper[@]}" num_samples="$N" seed=0 method=mathneuro,random,wanda,lape \
-        top_k=0.05,0.15 hydra.sweep.dir="$root/paper_tasks/race" "$@"
+        top_k=0.15 hydra.sweep.dir="$root/paper_tasks/race" "$@"
     run "${mmlu[@]}" "${paper[@]}" num_samples="$N" seed=0 method=mathneuro \
-        top_k=0.05,0.15 hydra.sweep.dir="$root/paper_tasks/mmlu" "$@" ;;
+        top_k=0.15 hydra.sweep.dir="$root/paper_tasks/mmlu" "$@" ;;
   one_sample)
     run "${race[@]}" "${probes[@]}" num_samples=1 seed=0,1,2 method=mathneuro top_k=0.05,0.15 \
         hydra.sweep.dir="$root/one_sample" "$@" ;;

@@ -137,6 +137,25 @@ def spread_over_blocks(rows: list[dict], top_k: float = 0.15) -> str:
     return "\n".join(lines) + "\n"
 
 
+def module_shares(rows: list[dict], top_k: float = 0.15) -> str:
+    """Share of each method's selection per module type (q_proj, ..., down_proj), mean over seeds."""
+    by_label: dict[str, list[dict[str, float]]] = {}
+    for r in rows:
+        if r["label"] == "lape" or r["top_k"] != top_k:
+            continue
+        per_module = r["_result"]["selection"]["per_module"]
+        total = sum(per_module.values())
+        by_label.setdefault(r["label"], []).append({k: v / total for k, v in per_module.items()})
+    if not by_label:
+        return ""
+    types = sorted({k for shares in by_label.values() for s in shares for k in s})
+    lines = ["| method | " + " | ".join(types) + " |", "|---|" + "---|" * len(types)]
+    for name, shares in sorted(by_label.items()):
+        cells = [f"{100 * statistics.mean(s.get(t, 0.0) for s in shares):.1f} %" for t in types]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def data_efficiency_table(folder: Path, figure: Path) -> str:
     complete, _ = load_results(folder) if folder.is_dir() else ([], [])
     selections = {}
@@ -204,10 +223,12 @@ def main() -> None:
         # perplexity is in the table: Wanda's 1e7 would flatten every other line
         plot_metric_vs_topk(plain, ["math/arith/exact_match", "nonmath/mc/acc"], out / "prune_vs_topk.png",
                             title=f"{title}: pruning")
-        top = [r for r in plain if r["top_k"] == 0.15 and r["method"] in ("mathneuro", "random", "wanda")]
+        top = [r for r in plain if r["top_k"] == 0.15 and r["method"].startswith("mathneuro")]
         plot_per_layer(top, out / "per_layer.png", top_k=0.15)
         parts.append("**Spread of the selection over decoder blocks** (share of the selection per block, "
                      "mean over seeds; even spread = 1 / blocks)\n\n" + spread_over_blocks(grid))
+        parts.append("**Share of the selection per module type** (top-K 15 %, mean over seeds)\n\n"
+                     + module_shares(grid))
     if one:
         full = [r for r in grid if r["label"] == "mathneuro" and r["top_k"] in {x["top_k"] for x in one}]
         parts.append(comparison_table(one + full, GRID_METRICS, ["num_samples", "top_k"],
