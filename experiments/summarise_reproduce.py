@@ -2,7 +2,7 @@
 
     .venv/bin/python experiments/summarise_reproduce.py outputs/sweeps/reproduce experiments/results/reproduce
 
-Writes ``tables.md`` (every table of experiments/README.md), ``points.csv`` per stage and the
+Writes ``tables.md`` (every table of experiments/README.md), ``grid_points.csv``, ``paper_tasks_points.csv`` and the
 report's figures. Stages that have not run are skipped, partial stages are tabulated as far as
 they go (the tables say how many seeds each cell has).
 """
@@ -112,26 +112,31 @@ def stage_costs(stages: dict[str, list[dict]]) -> str:
             vals = [t[n] for t in timings if n in t]
             cells.append(f"{statistics.median(vals):.1f}" if vals else "–")
         peaks = [v.get("rss_mb", 0) for r in rows for v in (r["_result"].get("peak_memory") or {}).values()]
-        lines.append(f"| {stage} | {len(rows)} | " + " | ".join(cells) + f" | {max(peaks):.0f} |" if peaks
-                     else f"| {stage} | {len(rows)} | " + " | ".join(cells) + " | – |")
+        cells.append(f"{max(peaks):.0f}" if peaks else "–")
+        lines.append(f"| {stage} | {len(rows)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def mean_shares(rows: list[dict], field: str, top_k: float = 0.15) -> dict[str, dict[str, float]]:
+    """Per label (LAPE excluded), the share of the selection in each key of the selection summary's
+    ``field`` (``per_layer`` or ``per_module``), averaged over seeds; ``per_layer`` keeps numbered blocks."""
+    by_label: dict[str, list[dict[str, float]]] = {}
+    for r in rows:
+        if r["label"] == "lape" or r["top_k"] != top_k:
+            continue
+        counts = {k: v for k, v in r["_result"]["selection"][field].items() if field != "per_layer" or k.isdigit()}
+        total = sum(counts.values())
+        by_label.setdefault(r["label"], []).append({k: v / total for k, v in counts.items()})
+    keys = sorted({k for shares in by_label.values() for s in shares for k in s})
+    return {name: {k: statistics.mean(s.get(k, 0.0) for s in shares) for k in keys}
+            for name, shares in sorted(by_label.items())}
 
 
 def spread_over_blocks(rows: list[dict], top_k: float = 0.15) -> str:
     """How evenly each method's selection spreads over the decoder blocks (all blocks have equal size)."""
     lines = ["| method | top-K | blocks | smallest block share | largest block share | max / min |",
              "|---|---|---|---|---|---|"]
-    for name in sorted({r["label"] for r in rows if r["label"] != "lape"}):
-        shares = []
-        for r in rows:
-            if r["label"] != name or r["top_k"] != top_k:
-                continue
-            per_layer = {k: v for k, v in r["_result"]["selection"]["per_layer"].items() if k.isdigit()}
-            total = sum(per_layer.values())
-            shares.append({k: v / total for k, v in per_layer.items()})
-        if not shares:
-            continue
-        mean = {k: statistics.mean(s[k] for s in shares) for k in shares[0]}
+    for name, mean in mean_shares(rows, "per_layer", top_k).items():
         lo, hi = min(mean.values()), max(mean.values())
         lines.append(f"| {name} | {top_k} | {len(mean)} | {100 * lo:.2f} % | {100 * hi:.2f} % | {hi / lo:.2f} |")
     return "\n".join(lines) + "\n"
@@ -139,43 +144,35 @@ def spread_over_blocks(rows: list[dict], top_k: float = 0.15) -> str:
 
 def module_shares(rows: list[dict], top_k: float = 0.15) -> str:
     """Share of each method's selection per module type (q_proj, ..., down_proj), mean over seeds."""
-    by_label: dict[str, list[dict[str, float]]] = {}
-    for r in rows:
-        if r["label"] == "lape" or r["top_k"] != top_k:
-            continue
-        per_module = r["_result"]["selection"]["per_module"]
-        total = sum(per_module.values())
-        by_label.setdefault(r["label"], []).append({k: v / total for k, v in per_module.items()})
-    if not by_label:
+    shares = mean_shares(rows, "per_module", top_k)
+    if not shares:
         return ""
-    types = sorted({k for shares in by_label.values() for s in shares for k in s})
+    types = list(next(iter(shares.values())))
     lines = ["| method | " + " | ".join(types) + " |", "|---|" + "---|" * len(types)]
-    for name, shares in sorted(by_label.items()):
-        cells = [f"{100 * statistics.mean(s.get(t, 0.0) for s in shares):.1f} %" for t in types]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for name, mean in shares.items():
+        lines.append(f"| {name} | " + " | ".join(f"{100 * mean[t]:.1f} %" for t in types) + " |")
     return "\n".join(lines) + "\n"
 
 
-def data_efficiency_table(folder: Path, figure: Path) -> str:
-    complete, _ = load_results(folder) if folder.is_dir() else ([], [])
+def data_efficiency_table(rows: list[dict], figure: Path) -> str:
     selections = {}
-    for result in complete:
+    for result in (r["_result"] for r in rows):
         path = Path(result["_dir"]) / "selection.safetensors"
         if path.is_file():
             point = result["point"]
             selections[(int(point["num_samples"]), int(point["seed"]))] = Selection.load(path)
     if not selections:
         return ""
-    rows = data_efficiency(selections)
-    plot_data_efficiency(rows, figure, title="MathNeuro (top-K 15 %): two independent identifications")
-    ref = max(r["num_samples"] for r in rows)
+    overlaps = data_efficiency(selections)
+    plot_data_efficiency(overlaps, figure, title="MathNeuro (top-K 15 %): two independent identifications")
+    ref = max(r["num_samples"] for r in overlaps)
     lines = ["| N samples | identifications | Jaccard of two draws | share of one draw in the other | "
              f"share of M(N={ref}) found |", "|---|---|---|---|---|"]
     def f(row: dict, key: str) -> str:
         v = row.get(key)
         return "–" if v is None else f"{v:.3f}"
 
-    for r in rows:
+    for r in overlaps:
         lines.append(f"| {r['num_samples']} | {r['seeds']} | {f(r, 'jaccard_mean')} | {f(r, 'a_in_b_mean')} "
                      f"| {f(r, 'ref_in_n_mean')} |")
     return "\n".join(lines) + "\n"
@@ -237,7 +234,8 @@ def main() -> None:
         write_csv([{k: v for k, v in r.items() if k != "_result"} for r in paper], out / "paper_tasks_points.csv")
         parts.append(comparison_table(paper, PAPER_METRICS, ["label", "top_k"],
                                       "Paper's tasks (seed 0): GSM8K test CoT 20, RACE-high test 10, MMLU test 57"))
-    de = data_efficiency_table(args.root / "data_efficiency", out / "data_efficiency.png")
+    efficiency = rows_of(args.root / "data_efficiency")
+    de = data_efficiency_table(efficiency, out / "data_efficiency.png")
     if de:
         parts.append("**Data efficiency (MathNeuro, top-K 15 %, RACE filter)**\n\n" + de)
     search = scaling_search_table(args.root / "scaling_search")
@@ -247,7 +245,7 @@ def main() -> None:
         parts.append(comparison_table(scale, SCALE_METRICS, ["method", "scalar"],
                                       "Scaling on the test problems (mean ± std over seeds)"))
     stages = {"grid": grid, "paper_tasks": paper, "one_sample": one,
-              "data_efficiency": rows_of(args.root / "data_efficiency"),
+              "data_efficiency": efficiency,
               "scaling_search": rows_of(args.root / "scaling_search"), "scaling_test": scale}
     parts.append("**Cost per stage** (2 CPU cores shared by two sweeps at 1 thread each)\n\n" + stage_costs(stages))
     (out / "tables.md").write_text("\n".join(parts))
