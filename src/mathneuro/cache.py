@@ -5,6 +5,12 @@ texts themselves (which pin data, template and drawn sample ids), ``max_length``
 statistic kind and the scored module names. Nothing else — top-K, scalar, method and
 batch size never change statistics, so every sweep point reuses them. Entries are one
 ``<key>.safetensors`` plus a ``<key>.json`` of metadata, written atomically.
+
+Computing an entry holds ``locks/<key>.lock`` (:class:`mathneuro.locking.FileLock`), so
+concurrent jobs — other processes, or other machines sharing the cache directory — wait for
+the one computing it and then read it from disk instead of repeating the forward passes.
+Every lookup reports where the entry came from: ``memory``, ``disk``, ``computed`` or
+``waited`` (another job computed it while this one waited for the lock).
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from mathneuro.locking import FileLock
 from mathneuro.recording import atomic_write, write_json_atomic
 from mathneuro.statistics import Statistics, collect_statistics
 
 CACHE_VERSION = 1
+SOURCES = ("memory", "disk", "computed", "waited")
 
 
 def texts_hash(texts: Sequence[str]) -> str:
@@ -58,8 +66,9 @@ def statistics_key(
 class StatisticsCache:
     """Statistics by key, in memory and (when ``root`` is given) on disk."""
 
-    def __init__(self, root: str | os.PathLike | None = None):
+    def __init__(self, root: str | os.PathLike | None = None, *, lock_stale_after: float = 300.0):
         self.root = Path(root) if root is not None else None
+        self.lock_stale_after = lock_stale_after  # seconds without a heartbeat before a lock counts as stale
         self._memory: dict[str, Statistics] = {}
         self.hits = 0
         self.misses = 0
@@ -95,6 +104,16 @@ class StatisticsCache:
                 "meta": stats.meta}
         write_json_atomic(self.root / f"{key}.json", meta)
 
+    def in_memory(self, key: str) -> bool:
+        """Whether ``key`` is held in this process's memory."""
+        return key in self._memory
+
+    def lock(self, key: str) -> FileLock | None:
+        """The cross-process lock guarding the computation of ``key`` (None without a disk cache)."""
+        if self.root is None:
+            return None
+        return FileLock(self.root / "locks" / f"{key}.lock", stale_after=self.lock_stale_after)
+
 
 def cached_statistics(
     cache: StatisticsCache,
@@ -110,9 +129,12 @@ def cached_statistics(
     batch_size: int = 8,
     progress: bool = True,
     desc: str = "statistics",
+    sources: dict[str, str] | None = None,
 ) -> tuple[dict[str, Statistics], dict[str, str]]:
     """Statistics of each kind for ``texts``, from the cache when present; missing kinds are
-    computed together in one forward pass and stored. Returns ``(stats by kind, keys by kind)``."""
+    computed together in one forward pass and stored, under the cache's lock of each missing key
+    (a job that finds a key locked waits, then reads it from disk). Returns ``(stats by kind,
+    keys by kind)``; ``sources``, when given, is filled with each kind's source (:data:`SOURCES`)."""
     from mathneuro.targets import find_mlp_activations, find_target_linears
 
     modules_of = {}
@@ -128,20 +150,43 @@ def cached_statistics(
         for kind in kinds
     }
     found: dict[str, Statistics] = {}
-    for kind, key in keys.items():
-        stats = cache.load(key)
-        if stats is not None:
-            found[kind] = stats
-            cache.hits += 1
+    source: dict[str, str] = {}
+
+    def lookup(missing_source: str) -> None:
+        for kind, key in keys.items():
+            if kind in found:
+                continue
+            in_memory = cache.in_memory(key)
+            stats = cache.load(key)
+            if stats is not None:
+                found[kind] = stats
+                source[kind] = "memory" if in_memory else missing_source
+                cache.hits += 1
+
+    lookup("disk")
     missing = [k for k in kinds if k not in found]
     if missing:
-        cache.misses += len(missing)
-        computed = collect_statistics(
-            model, tokenizer, texts, kinds=missing, targets=targets, activations=activations,
-            batch_size=batch_size, max_length=max_length, progress=progress, desc=desc,
-        )
-        for kind, stats in computed.items():
-            stats.meta["key"] = keys[kind]
-            cache.save(keys[kind], stats)
-            found[kind] = stats
+        locks = [lock for lock in (cache.lock(keys[k]) for k in sorted(missing, key=keys.get)) if lock is not None]
+        try:
+            for lock in locks:  # in key order, so two jobs never hold one each of two keys
+                lock.acquire()
+            if any(lock.waited for lock in locks):
+                lookup("waited")  # whoever held the lock has probably just written the entry
+            missing = [k for k in kinds if k not in found]
+            if missing:
+                cache.misses += len(missing)
+                computed = collect_statistics(
+                    model, tokenizer, texts, kinds=missing, targets=targets, activations=activations,
+                    batch_size=batch_size, max_length=max_length, progress=progress, desc=desc,
+                )
+                for kind, stats in computed.items():
+                    stats.meta["key"] = keys[kind]
+                    cache.save(keys[kind], stats)
+                    found[kind] = stats
+                    source[kind] = "computed"
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+    if sources is not None:
+        sources.update(source)
     return found, keys

@@ -77,6 +77,7 @@ class Workbench:
     cache: StatisticsCache
     evaluators: dict = field(default_factory=dict)
     baselines: dict = field(default_factory=dict)
+    used: list = field(default_factory=list)  # {dataset, kind, key, source} of each statistics lookup
 
     def targets(self, method: Any) -> dict:
         """The linears ``method`` (a MethodConfig-like object) scores: its name pattern, lm_head if asked."""
@@ -86,11 +87,15 @@ class Workbench:
                    max_length: int, batch_size: int, progress: bool = True) -> tuple[dict, dict]:
         """Statistics of ``samples`` for each kind (cached on disk and in memory) and their keys."""
         activations = find_mlp_activations(self.model) if "lape" in kinds else None
-        return cached_statistics(
+        sources: dict[str, str] = {}
+        found, keys = cached_statistics(
             self.cache, self.model, self.tokenizer, samples.texts, model_identity=self.identity, kinds=kinds,
             targets=targets, activations=activations, max_length=max_length, batch_size=batch_size,
-            progress=progress, desc=f"statistics [{samples.name}]",
+            progress=progress, desc=f"statistics [{samples.name}]", sources=sources,
         )
+        self.used.extend({"dataset": samples.name, "kind": kind, "key": keys[kind], "source": sources[kind]}
+                         for kind in kinds)
+        return found, keys
 
     def select(self, method: Any, task: Samples, filters: list[Samples], *, top_k: float, seed: int,
                max_length: int, batch_size: int, progress: bool = True) -> tuple[Selection, list[str]]:
@@ -288,6 +293,7 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
             stage("baseline_evaluation", t0)
 
         t0 = time.perf_counter()
+        bench.used.clear()
         selection, stats_keys = bench.select(cfg.method, task, filters, top_k=cfg.top_k, seed=cfg.seed,
                                              max_length=cfg.max_length, batch_size=cfg.batch_size,
                                              progress=cfg.progress)
@@ -324,6 +330,7 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
             "timings": timings,
             "peak_memory": memory,
             "statistics_keys": stats_keys,
+            "statistics": list(bench.used),  # where each entry came from: computed/memory/disk/waited
             "sample_ids_hash": {"task": task.ids_hash, "filter": filters[0].ids_hash},
             "versions": _versions(),
         }

@@ -1,0 +1,147 @@
+"""A lock file that works across processes and machines sharing a (network) filesystem.
+
+``flock`` is unreliable on NFS and does not survive a node's crash cleanly, so the lock is a
+file created with ``O_CREAT | O_EXCL`` (atomic on local filesystems and NFSv3+), holding the
+holder's host, pid and start time. While held, a daemon thread refreshes the file's mtime
+(a heartbeat). A waiter treats the lock as stale — its holder was killed — when the mtime is
+older than ``stale_after`` seconds by the wall clock, or has not changed for ``stale_after``
+seconds of the waiter's own observation (robust to clock skew between machines); it then
+takes the lock over by renaming the stale file away and creating its own.
+
+The worst a race in the takeover can cause is one duplicate computation: callers write their
+results atomically and re-check for them after acquiring the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+
+log = logging.getLogger("mathneuro")
+
+
+class LockTimeout(TimeoutError):
+    """The lock was not acquired within the caller's ``timeout``."""
+
+
+class FileLock:
+    """``with FileLock(path):`` — hold ``path`` exclusively across processes and hosts.
+
+    ``waited`` tells, after acquiring, whether another holder had to be waited for (or taken
+    over), so a caller can tell "computed it myself" from "someone else just did".
+    """
+
+    def __init__(self, path: str | os.PathLike, *, stale_after: float = 300.0, heartbeat: float | None = None,
+                 poll: float = 0.2):
+        self.path = Path(path)
+        self.stale_after = float(stale_after)
+        self.heartbeat = float(heartbeat) if heartbeat is not None else max(self.stale_after / 10, 0.05)
+        self.poll = float(poll)
+        self.token = uuid.uuid4().hex
+        self.waited = False
+        self.took_over = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- acquiring ---------------------------------------------------------------------------
+    def _try_create(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        info = {"host": socket.gethostname(), "pid": os.getpid(), "time": time.time(), "token": self.token}
+        with os.fdopen(fd, "w") as f:
+            json.dump(info, f)
+        return True
+
+    def holder(self) -> dict | None:
+        """The current holder's ``{host, pid, time, token}``, or None (no lock, or unreadable)."""
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _take_over(self) -> None:
+        """Move a stale lock file aside (one waiter wins the rename), then drop it."""
+        tomb = self.path.with_name(f"{self.path.name}.stale-{self.token}")
+        try:
+            os.rename(self.path, tomb)
+        except FileNotFoundError:
+            return  # another waiter took it over first, or the holder released it
+        log.warning("taking over stale lock %s (holder %s)", self.path, _read_json(tomb))
+        self.took_over = True
+        try:
+            os.unlink(tomb)
+        except OSError:
+            pass
+
+    def acquire(self, timeout: float | None = None) -> FileLock:
+        """Block until the lock is ours (raise :class:`LockTimeout` after ``timeout`` seconds)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        start = time.monotonic()
+        seen_mtime, seen_since = None, start
+        announced = False
+        while not self._try_create():
+            self.waited = True
+            now = time.monotonic()
+            try:
+                mtime = self.path.stat().st_mtime
+            except FileNotFoundError:
+                continue  # released just now: try again at once
+            if mtime != seen_mtime:
+                seen_mtime, seen_since = mtime, now
+            if time.time() - mtime > self.stale_after or now - seen_since > self.stale_after:
+                self._take_over()
+                seen_mtime = None
+                continue
+            if not announced:
+                log.info("waiting for %s (held by %s)", self.path, self.holder())
+                announced = True
+            if timeout is not None and now - start > timeout:
+                raise LockTimeout(f"{self.path}: still held by {self.holder()} after {timeout:.0f} s")
+            time.sleep(self.poll)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._beat, name=f"lock-heartbeat-{self.path.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat):
+            try:
+                os.utime(self.path)
+            except FileNotFoundError:
+                log.warning("lock %s vanished while held (taken over as stale?)", self.path)
+                return
+
+    # -- releasing ---------------------------------------------------------------------------
+    def release(self) -> None:
+        """Stop the heartbeat and remove the lock file if it is still ours."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        holder = self.holder()
+        if holder is not None and holder.get("token") == self.token:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+
+    def __enter__(self) -> FileLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
