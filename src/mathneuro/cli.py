@@ -22,14 +22,29 @@ log = logging.getLogger("mathneuro")
 
 
 def config_dir() -> str:
-    """``$MATHNEURO_CONF``, else the repository's ``conf/``, else the copy inside the package."""
+    """Where the configs are: ``$MATHNEURO_CONF``, else the repository's top-level ``conf/`` (a
+    clone, editable install), else the copy a wheel ships as the package ``mathneuro.conf``.
+
+    Users add their own groups and experiments on top with Hydra's ``--config-dir DIR``.
+    """
     env = os.environ.get("MATHNEURO_CONF")
     if env:
-        return str(Path(env).resolve())
+        return str(Path(env).expanduser().resolve())
     repo = Path(__file__).resolve().parents[2] / "conf"
-    if (repo / "config.yaml").exists():
+    if (repo / "config.yaml").exists() and (repo.parent / "pyproject.toml").exists():
         return str(repo)
-    return str(Path(__file__).resolve().parent / "conf")
+    packaged = Path(__file__).resolve().parent / "conf"
+    if (packaged / "config.yaml").exists():
+        return str(packaged)
+    try:  # an editable install maps mathneuro.conf onto the repository's conf/
+        from importlib.resources import files
+
+        mapped = files("mathneuro.conf")
+        if mapped.joinpath("config.yaml").is_file():
+            return str(mapped)
+    except (ImportError, TypeError, ValueError):
+        pass
+    return str(packaged)  # Hydra then says "Primary config directory not found" with this path
 
 
 def job_dirname(override_dirname: str, max_len: int = 200) -> str:

@@ -1,0 +1,110 @@
+"""The package as a user gets it: a wheel with the configs inside, installed non-editable into a
+throwaway environment, run from outside the repository, with the user's own configs on top."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from mathneuro.tiny import tiny_model
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_subpackage_is_listed_for_the_wheel():
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(REPO / "src").parts) for p in (REPO / "src").rglob("__init__.py")}
+    assert found | {"mathneuro.conf"} == listed
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("tiny-llama")
+    model, tok = tiny_model("llama")
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def user_conf(root: Path, tiny_dir: Path) -> Path:
+    """A user's own config folder: a model and an experiment the package does not ship."""
+    (root / "model").mkdir(parents=True)
+    (root / "experiment").mkdir()
+    (root / "model" / "my_tiny.yaml").write_text(textwrap.dedent(f"""\
+        name: my_tiny
+        name_or_path: {tiny_dir}
+        dtype: float32
+        device: cpu
+        """))
+    (root / "experiment" / "my_quick.yaml").write_text(textwrap.dedent("""\
+        # @package _global_
+        defaults:
+          - override /eval: none
+          - override /logger: none
+        num_samples: 5
+        max_length: 48
+        batch_size: 4
+        top_k: 0.1
+        progress: false
+        """))
+    return root
+
+
+def clean_env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MATHNEURO_CONF")}
+    return {**env, "HF_HUB_OFFLINE": "1", "HYDRA_FULL_ERROR": "1", **extra}
+
+
+@pytest.mark.integration
+def test_wheel_installs_anywhere_and_runs_with_a_users_config_dir(tiny_dir, tmp_path):
+    # build from a copy, so the repository gets no build/ or egg-info
+    src = tmp_path / "src-copy"
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
+    for name in ("src", "conf"):
+        shutil.copytree(REPO / name, src / name, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                    "-w", str(wheels), str(src)], check=True, timeout=300, env=clean_env(), cwd=tmp_path)
+    (wheel,) = wheels.glob("mathneuro-*.whl")
+
+    # a throwaway venv that reuses the installed dependencies through a .pth line (not their
+    # .pth hooks, so the shared editable mathneuro stays invisible); the wheel goes in with --target
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    (site / "_shared_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site),
+                    str(wheel)], check=True, timeout=300, env=clean_env(), cwd=tmp_path)
+    work = tmp_path / "elsewhere"  # outside the repository
+    work.mkdir()
+    where = subprocess.run([str(py), "-c", "import mathneuro, mathneuro.cli as c; print(mathneuro.__file__); "
+                            "print(c.config_dir())"], check=True, capture_output=True, text=True,
+                           env=clean_env(), cwd=work).stdout.split()
+    assert where[0].startswith(str(site)) and where[1] == str(site / "mathneuro" / "conf")
+    assert (site / "mathneuro" / "conf" / "experiment" / "pruning_sweep.yaml").exists()
+
+    conf = user_conf(tmp_path / "myconf", tiny_dir)
+    cache = tmp_path / "cache"
+    run_dir = work / "run"
+    res = subprocess.run([str(site / "bin" / "mathneuro"), "--config-dir", str(conf), "model=my_tiny",
+                          "experiment=my_quick", f"cache_dir={cache}", f"hydra.run.dir={run_dir}"],
+                         capture_output=True, text=True, timeout=300, env=clean_env(), cwd=work)
+    assert res.returncode == 0, res.stderr[-3000:]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["status"] == "complete" and results["point"]["model"] == "my_tiny"
+    assert results["point"]["top_k"] == 0.1 and results["config"]["eval"]["name"] == "none"
+    assert results["selection"]["num_selected"] > 0
+    assert {s["source"] for s in results["statistics"]} == {"computed"}
