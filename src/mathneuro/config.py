@@ -96,6 +96,7 @@ class Config:
     max_length: int = 512
     batch_size: int = 8
     save_selection: bool = False
+    export_model: bool = False  # write the edited model to <run dir>/model/ (save_pretrained + card)
     baseline: bool = True
     resume: bool = True
     progress: bool = True

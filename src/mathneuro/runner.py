@@ -25,6 +25,7 @@ from mathneuro import __version__
 from mathneuro.cache import StatisticsCache, cached_statistics
 from mathneuro.config import Config, ConfigError, validate
 from mathneuro.data import draw_samples, load_records, render, sample_ids_hash
+from mathneuro.export import export_edited_model
 from mathneuro.intervention import apply_intervention
 from mathneuro.methods import lape_selection, mathneuro_selection, random_selection, wanda_selection
 from mathneuro.models import load_model, model_identity
@@ -230,6 +231,17 @@ def point_summary(cfg: Config) -> dict:
     }
 
 
+def export_card(cfg: Config, selection_summary: dict) -> dict:
+    """What produced an exported model: model, method, top-K, scalar, data and seed."""
+    return {
+        "model": cfg.model.name, "base_model": cfg.model.name_or_path, "method": cfg.method.name,
+        "top_k": cfg.top_k, "intervention": cfg.intervention.name, "scalar": cfg.intervention.scalar,
+        "task_data": f"{cfg.task.name} ({cfg.task.path})", "filter_data": f"{cfg.filter.name} ({cfg.filter.path})",
+        "num_samples": cfg.num_samples, "bootstrap": cfg.bootstrap, "seed": cfg.seed,
+        "num_selected": selection_summary.get("num_selected"), "mathneuro_version": __version__,
+    }
+
+
 def peak_memory_mb() -> dict[str, float]:
     """Peak resident memory of this process so far (MB) and, on CUDA, peak allocated GPU memory."""
     peak = {"rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
@@ -311,6 +323,11 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
         handle = apply_intervention(bench.model, selection, cfg.intervention.scalar)
         stage("intervention", t0)
         try:
+            if cfg.export_model:  # the edited model, before the undo
+                t0 = time.perf_counter()
+                export_edited_model(bench.model, bench.tokenizer, selection, cfg.intervention.scalar,
+                                    output_dir / "model", export_card(cfg, summary))
+                stage("export", t0)
             if evaluate:
                 t0 = time.perf_counter()
                 metrics = bench.evaluator(cfg.eval).evaluate()
