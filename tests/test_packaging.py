@@ -108,3 +108,22 @@ def test_wheel_installs_anywhere_and_runs_with_a_users_config_dir(tiny_dir, tmp_
     assert results["point"]["top_k"] == 0.1 and results["config"]["eval"]["name"] == "none"
     assert results["selection"]["num_selected"] > 0
     assert {s["source"] for s in results["statistics"]} == {"computed"}
+
+
+def test_a_users_config_folder_adds_groups_through_the_searchpath(tiny_dir, tmp_path):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from mathneuro.cli import config_dir, job_dirname
+    from mathneuro.config import register_configs, validate
+
+    conf = user_conf(tmp_path / "myconf", tiny_dir)
+    register_configs()
+    if not OmegaConf.has_resolver("mathneuro_dirname"):
+        OmegaConf.register_new_resolver("mathneuro_dirname", job_dirname)
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"hydra.searchpath=[file://{conf}]", "model=my_tiny",
+                                                       "experiment=my_quick", "task=gsm8k"])
+    assert cfg.model.name == "my_tiny" and cfg.model.name_or_path == str(tiny_dir)
+    assert cfg.eval.name == "none" and cfg.num_samples == 5 and cfg.task.name == "gsm8k"  # shipped groups too
+    validate(OmegaConf.to_object(cfg))
