@@ -10,10 +10,10 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from mathneuro.tiny import tiny_model
 
