@@ -13,7 +13,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from mathneuro.tiny import tiny_model
 
@@ -21,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_every_subpackage_is_listed_for_the_wheel():
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(REPO / "src").parts) for p in (REPO / "src").rglob("__init__.py")}
     assert found | {"mathneuro.conf"} == listed
