@@ -280,7 +280,6 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     check_writable_dir(cfg.cache_dir, "cache_dir")
-    check_model_source(cfg.model.name_or_path, cfg.model.gguf_file)
     timings: dict[str, float] = {}
     memory: dict[str, dict[str, float]] = {}
 
@@ -292,6 +291,7 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     task = prepare_samples(cfg.task, "task", cfg.num_samples, 2 * cfg.seed, cfg.bootstrap)
     filters = [prepare_samples(cfg.filter, "filter", cfg.num_samples, 2 * cfg.seed + 1, cfg.bootstrap)]
     stage("data", t0)
+    check_model_source(cfg.model.name_or_path, cfg.model.gguf_file)  # missing, unreadable or damaged files
 
     point = point_summary(cfg)
     config_dict = resolved_config if resolved_config is not None else _plain(cfg)
