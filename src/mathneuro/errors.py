@@ -64,6 +64,8 @@ def _omegaconf_line(exc: Exception) -> str | None:
     if isinstance(exc, ValidationError):
         value = getattr(exc, "value", None)
         wanted = next((words for name, words in _TYPE_WORDS.items() if f"to {name}" in msg), None)
+        if wanted is None and "not a valid bool" in msg:
+            wanted = "true or false"
         if wanted is not None:
             return f"{key}: must be {wanted}, got {value!r}"
         return f"{key}: {msg}"
