@@ -194,7 +194,8 @@ def test_top_k_that_selects_nothing_is_refused_with_the_smallest_that_does(tiny_
     from mathneuro.targets import find_target_linears
 
     shapes = {n: tuple(m.weight.shape) for n, m in find_target_linears(model).items()}
-    assert smallest == smallest_top_k("mathneuro", shapes) and smallest >= 1 / max(np.prod(s) for s in shapes.values())
+    assert smallest == smallest_top_k("mathneuro", shapes)
+    assert smallest >= 1 / max(np.prod(s) for s in shapes.values())
     for method in ("mathneuro", "wanda", "random", "wanda_row"):  # the suggested value does select something
         k = smallest_top_k(method, shapes)
         cfg = compose_cfg([*base_overrides(tiny_dir, tmp_path / "cache"), f"method={method}", f"top_k={k}",

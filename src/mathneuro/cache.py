@@ -102,7 +102,8 @@ class StatisticsCache:
         if self.root is not None:
             self.root.mkdir(parents=True, exist_ok=True)
 
-    def load(self, key: str, *, kind: str | None = None, modules=None, num_samples: int | None = None) -> Statistics | None:
+    def load(self, key: str, *, kind: str | None = None, modules=None,
+             num_samples: int | None = None) -> Statistics | None:
         """The entry under ``key``, or None. A half-written, unreadable or inconsistent entry (checked
         against its metadata and, when given, the expected kind, modules and sample count) is a miss,
         with a one-line warning; recomputing the statistics rewrites it."""

@@ -34,7 +34,8 @@ class Interrupted(KeyboardInterrupt):
 
 def debug_requested() -> bool:
     """True when the user asked for tracebacks (``MATHNEURO_DEBUG=1`` or ``HYDRA_FULL_ERROR=1``)."""
-    return any(os.environ.get(name, "").strip().lower() in ("1", "true", "yes") for name in (DEBUG_ENV, "HYDRA_FULL_ERROR"))
+    names = (DEBUG_ENV, "HYDRA_FULL_ERROR")
+    return any(os.environ.get(name, "").strip().lower() in ("1", "true", "yes") for name in names)
 
 
 def raise_on_sigterm() -> None:

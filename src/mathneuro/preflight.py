@@ -36,7 +36,8 @@ def check_writable_dir(directory: str | os.PathLike, key: str) -> None:
         os.unlink(tmp)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        raise ConfigError(f"{key}: cannot write to directory {str(directory)!r} ({reason}); give a writable directory") from None
+        raise ConfigError(f"{key}: cannot write to directory {str(directory)!r} ({reason}); "
+                          "give a writable directory") from None
 
 
 def looks_like_path(text: str) -> bool:
@@ -298,6 +299,6 @@ def refuse_empty_selection(cfg, count_at: Callable[[float], int], shapes: Mappin
     if top_k < floor:
         check_top_k(method, top_k, shapes)
     hint = " or a smaller method.filter_top_k" if method in ("mathneuro", "random") else ""
-    raise ConfigError(f"top_k: {top_k:g} selects no weight with method={method}: every weight of the task's top-K "
-                      f"is also in the filter's; the smallest top-K that selects anything in this model is at least "
-                      f"{floor:g}; try a larger top_k{hint}")
+    raise ConfigError(f"top_k: {top_k:g} selects no weight with method={method}: every weight of the task's "
+                      "top-K is also in the filter's; the smallest top-K that selects anything in this model "
+                      f"is at least {floor:g}; try a larger top_k{hint}")

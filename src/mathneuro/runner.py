@@ -296,7 +296,8 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     point = point_summary(cfg)
     config_dict = resolved_config if resolved_config is not None else _plain(cfg)
     wandb_run = WandbRun(
-        cfg.logger.name == "wandb", init_timeout=cfg.logger.init_timeout, project=cfg.logger.project, entity=cfg.logger.entity, mode=cfg.logger.mode,
+        cfg.logger.name == "wandb", init_timeout=cfg.logger.init_timeout, project=cfg.logger.project,
+        entity=cfg.logger.entity, mode=cfg.logger.mode,
         group=group, job_type=cfg.method.name, tags=(tags or []) + list(cfg.logger.tags),
         config={**config_dict, "point": point}, dir=str(output_dir), name=output_dir.name,
     )
