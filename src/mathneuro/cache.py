@@ -227,8 +227,8 @@ def cached_statistics(
         try:
             for lock in locks:  # in key order, so two jobs never hold one each of two keys
                 lock.acquire()
-            # whoever held a lock has probably just written the entry (or did so right before we asked)
-            lookup("waited" if any(lock.waited for lock in locks) else "disk")
+            if any(lock.waited for lock in locks):
+                lookup("waited")  # whoever held the lock has probably just written the entry
             missing = [k for k in kinds if k not in found]
             if missing:
                 cache.misses += len(missing)
