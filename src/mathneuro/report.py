@@ -477,33 +477,10 @@ def plot_per_layer(data: Any, path: str | Path, *, top_k: float | None = None, n
 
 
 def plot_data_efficiency(rows: Sequence[Mapping], path: str | Path, *, title: str | None = None) -> Path:
-    """The data-efficiency figure from :func:`mathneuro.analysis.data_efficiency` rows: Jaccard of
-    two independent identifications (mean ± std over seed pairs) and the share of the reference
-    selection found, against the number of samples (log axis)."""
-    plt = _pyplot()
-    rows = sorted(rows, key=lambda r: r["num_samples"])
-    if not rows:
-        raise ValueError("plot_data_efficiency: no rows")
-    fig, ax = plt.subplots(figsize=(5.6, 3.9))
-    pts = [r for r in rows if r.get("jaccard_mean") is not None]
-    if pts:
-        ax.errorbar([r["num_samples"] for r in pts], [r["jaccard_mean"] for r in pts],
-                    yerr=[r.get("jaccard_std") or 0.0 for r in pts], marker="o", capsize=3,
-                    label="Jaccard, two seeds")
-        ax.plot([r["num_samples"] for r in pts], [r["a_in_b_mean"] for r in pts], marker="s", linestyle=":",
-                label="share of one seed's M in the other's")
-    ref = [r for r in rows if r.get("ref_in_n_mean") is not None]
-    if ref:
-        ax.plot([r["num_samples"] for r in ref], [r["ref_in_n_mean"] for r in ref], marker="^", linestyle="--",
-                label=f"share of M(N={ref[0]['ref_num_samples']}) found")
-    ax.set_xscale("log")
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("samples per identification (N)")
-    ax.set_ylabel("overlap")
-    ax.set_title(title or "data efficiency of the identification", fontsize=11)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, path)
+    """The data-efficiency figure (M and math top-K sets): see :func:`mathneuro.efficiency.plot_data_efficiency`."""
+    from mathneuro.efficiency import plot_data_efficiency as plot
+
+    return plot(rows, path, title=title)
 
 
 def plot_overlap_heatmap(matrix: Mapping, path: str | Path, *, key: str = "jaccard", title: str | None = None) -> Path:
@@ -637,14 +614,18 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
     csv_path = write_csv(rows, out / "points.csv")
     figures, notes = _make_figures(rows, chosen, out)
     md = _summary_markdown(sweep, rows, missing, chosen, figures, notes, out)
+    from mathneuro.efficiency import write_data_efficiency  # saved selections at several N / seeds
     from mathneuro.paired import write_paired  # paired.csv from per-example records, if any
 
-    paired = write_paired(complete, out)
+    paired, efficiency = write_paired(complete, out), write_data_efficiency(complete, out)
+    figures.update(efficiency["figures"] if efficiency else {})
     md_path = out / "summary.md"
-    md_path.write_text(md + "\n" + paired["markdown"])
+    md_path.write_text(md + "\n" + paired["markdown"] + ("\n" + efficiency["markdown"] if efficiency else ""))
     return {"csv": str(csv_path), "markdown": str(md_path), "figures": figures, "rows": rows,
             "missing": missing, "metrics": chosen, "comparison": comparison_rows(rows, chosen),
-            "paired": paired["rows"], "paired_csv": paired["csv"], "paired_notes": paired["notes"]}
+            "paired": paired["rows"], "paired_csv": paired["csv"], "paired_notes": paired["notes"],
+            "data_efficiency": efficiency["rows"] if efficiency else [],
+            "data_efficiency_csv": efficiency["csv"] if efficiency else None}
 
 
 # ------------------------------------------------------------------------------------------- wandb
