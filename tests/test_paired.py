@@ -186,3 +186,26 @@ def test_no_records_anywhere_is_one_line(tmp_path: Path) -> None:
 
     out = write_report(tmp_path)
     assert out["paired_csv"] is None and not (tmp_path / "report" / "paired.csv").exists()
+
+
+def test_multirun_callback_writes_paired_csv_and_wandb_gets_the_table(sweep: Path) -> None:
+    from omegaconf import OmegaConf
+
+    from mathneuro.callbacks import SweepReport
+    from mathneuro.report import log_report_to_wandb, write_report
+
+    SweepReport().on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}},
+                                                    "logger": {"name": "none"}}))
+    assert (sweep / "report" / "paired.csv").is_file()
+
+    class Run:  # records what would be sent to W&B
+        def __init__(self):
+            self.logged, self.summary = {}, {}
+
+        def log(self, payload):
+            self.logged.update(payload)
+
+    run = Run()
+    log_report_to_wandb(write_report(sweep), run)
+    table = run.logged["report/paired"]
+    assert list(table.columns)[: len(paired.COLUMNS)] == list(paired.COLUMNS) and len(table.data) == 8
