@@ -112,7 +112,8 @@ def selections(weights: dict, math: dict, other: dict, top_k: float, score) -> t
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="135m", help="135m, 0.5b, 1.5b or a path / Hub id")
-    parser.add_argument("--dtype", default="bfloat16", help="model dtype for the forward pass (the original: bfloat16)")
+    parser.add_argument("--dtype", default="bfloat16",
+                        help="model dtype of the forward pass (the original: bfloat16; float32 where the CPU lacks bf16 units)")
     parser.add_argument("--num-samples", type=int, default=192, help="samples of each of math and filter")
     parser.add_argument("--top-k", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)

@@ -11,6 +11,7 @@ Where the sets come from: a sweep run with ``save_selection=true`` writes M as
 ``selection_topk.safetensors`` (:data:`MATH_TOPK_FILE`). Older sweeps lack the second file; the
 math top-K set is exactly what ``method=wanda`` selects (per-matrix top-K of the same math score),
 so a ``wanda`` point of the same model, task, top-K, N and seed with a saved selection serves too.
+The figure is :func:`mathneuro.report.figures.plot_data_efficiency`.
 """
 
 from __future__ import annotations
@@ -98,41 +99,6 @@ def write_efficiency_csv(rows: Sequence[Mapping], path: str | Path) -> Path:
     return path
 
 
-def plot_data_efficiency(rows: Sequence[Mapping], path: str | Path, *, title: str | None = None) -> Path:
-    """Overlap of two independent identifications against N (log axis): for M (solid) and, where
-    the rows have them, for the math top-K sets (dashed, same colour per measure): Jaccard (mean ±
-    std over seed pairs), share of one draw's set in the other's, share of the reference N's set found."""
-    from mathneuro.report import _pyplot, _save
-
-    plt = _pyplot()
-    rows = sorted(rows, key=lambda r: r["num_samples"])
-    if not rows:
-        raise ValueError("plot_data_efficiency: no rows")
-    fig, ax = plt.subplots(figsize=(6.2, 4.2))
-    for prefix, style, name in (("", "-", "M"), ("topk_", "--", "math top-K")):
-        pts = [r for r in rows if r.get(f"{prefix}jaccard_mean") is not None]
-        if pts:
-            xs = [r["num_samples"] for r in pts]
-            ax.errorbar(xs, [r[f"{prefix}jaccard_mean"] for r in pts], yerr=[r.get(f"{prefix}jaccard_std") or 0.0
-                        for r in pts], marker="o", capsize=3, linestyle=style, color="C0",
-                        label=f"{name}: Jaccard, two draws")
-            ax.plot(xs, [r[f"{prefix}a_in_b_mean"] for r in pts], marker="s", linestyle=style, color="C1",
-                    label=f"{name}: share of one draw in the other")
-        ref = [r for r in rows if r.get(f"{prefix}ref_in_n_mean") is not None]
-        if ref:
-            ax.plot([r["num_samples"] for r in ref], [r[f"{prefix}ref_in_n_mean"] for r in ref], marker="^",
-                    linestyle=style, color="C2",
-                    label=f"{name}: share of the N={ref[0][f'{prefix}ref_num_samples']} set found")
-    ax.set_xscale("log")
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("samples per identification (N)")
-    ax.set_ylabel("overlap")
-    ax.set_title(title or "data efficiency of the identification (M solid, math top-K dashed)", fontsize=10)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-    return _save(fig, path)
-
-
 def _f(value: Any) -> str:
     return "–" if value is None else f"{value:.3f}"
 
@@ -165,6 +131,8 @@ def write_data_efficiency(results: Iterable[Mapping], out_dir: str | Path) -> di
     studies: dict[tuple, list[dict]] = {}
     for r in rows:
         studies.setdefault(tuple(r.get(f) for f in GROUP_FIELDS), []).append(r)
+    from mathneuro.report.figures import plot_data_efficiency
+
     figures = {}
     for key, group in studies.items():
         name = "data_efficiency" if len(studies) == 1 else "data_efficiency_" + _safe("_".join(map(str, key)))

@@ -205,6 +205,9 @@ def _load_sources(sources: Any) -> tuple[list[dict], list[str]]:
         complete, _missing = load_results(item)
         if not complete:
             notes.append(f"{item}: no complete results.json; nothing to pair")
+        for result in complete:
+            if result.get("_job") == ".":  # a run dir given directly: name it by its path
+                result["_job"] = str(item)
         results.extend(complete)
     return results, notes
 
