@@ -19,7 +19,7 @@ for the math top-K sets.
 ``--model`` takes ``135m``, ``0.5b``, ``1.5b`` (GGUF files under /root/.cache/mathneuro-models, where
 ``../shared/models/fetch-models.sh /root/.cache/mathneuro-models qwen2.5-coder-1.5b`` puts the 1.5B) or
 any path / Hub id ``load_model`` accepts. Writes a JSON of the numbers (``--out``).
-Per-sample norms are kept in memory: N · Σ d_in floats (1.5B, 192 samples: ~60 MB).
+Per-sample norms are kept in memory: N · d_in floats per linear (1.5B, 192 + 192 samples: ~0.8 GB).
 """
 
 from __future__ import annotations
