@@ -261,12 +261,13 @@ class PrefixCacheHFLM(HFLM):
         alive = list(range(n))
         generated: list[list[int]] = [[] for _ in range(n)]
         cache_arg = _cache_kwarg(self.model)
+        last_only = _last_logit_only(self.model, 1)  # one new token per row after the first step
         steps = 0
         for step in range(budget):
+            keep_logits = _last_logit_only(self.model, step_ids.shape[1]) if step == 0 else last_only
             with self._autocast():
                 result = self.model(input_ids=step_ids, attention_mask=full_mask, position_ids=step_pos,
-                                    use_cache=True, **{cache_arg: cache},
-                                    **_last_logit_only(self.model, step_ids.shape[1]))
+                                    use_cache=True, **{cache_arg: cache}, **keep_logits)
             cache = _returned_cache(result)
             next_ids = result.logits[:, -1, :].float().argmax(dim=-1)
             steps = step + 1
