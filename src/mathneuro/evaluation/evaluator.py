@@ -20,8 +20,7 @@ from mathneuro.evaluation.harness import Harness, preserved_rng
 from mathneuro.evaluation.probes import (
     apply_limit,
     arith_probe,
-    gsm8k_probe,
-    gsm8k_records,
+    gsm8k_file,
     mc_probe,
     mc_records,
     ppl_probe,
@@ -115,10 +114,10 @@ class Evaluator:
     def _data(self, task: str):
         if task not in self._probe_data:
             limit = self.cfg.limit_for(task)
-            if task == "gsm8k_gen":
-                from mathneuro.eval_tasks.fewshot import gsm8k_cot
+            if task == "gsm8k_gen":  # lm-eval's gsm8k_cot on the probe's problems (mathneuro.evaluation.gsm8k_alias)
+                from mathneuro.evaluation.gsm8k_alias import Gsm8kGen
 
-                data = (apply_limit(gsm8k_records(self.cfg.gsm8k_gen, self.data_dir), limit), gsm8k_cot())
+                data = Gsm8kGen(self.model, self.tokenizer, self.cfg, gsm8k_file(self.cfg.gsm8k_gen, self.data_dir))
             elif task == "mc":
                 data = apply_limit(mc_records(self.cfg.mc.file), limit)
             elif task == "ppl":
@@ -135,10 +134,10 @@ class Evaluator:
             return arith_probe(self.model, self.tokenizer, cfg.arith, batch_size=bs, progress=progress)
         data = self._data(task)
         if task == "gsm8k_gen":
-            records, exemplars = data
-            self.last_num_examples[task] = len(records)
-            return gsm8k_probe(self.model, self.tokenizer, records, exemplars, cfg.gsm8k_gen, batch_size=bs,
-                               progress=progress)
+            run = data.run()
+            self.last_num_examples[task] = run.num_examples
+            self.last_raw[task] = run.raw
+            return run.metrics
         self.last_num_examples[task] = len(data)
         if task == "mc":
             return mc_probe(self.model, self.tokenizer, data, batch_size=bs, progress=progress)
