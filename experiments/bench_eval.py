@@ -114,9 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     model, tok = load(args.model, args.dtype)
     rows: list[dict] = []
     cfg = EvalConfig(name="bench", tasks=list(args.tasks), data_dir=args.data_dir, batch_size=args.batch_size)
-    cfg.limits.gsm8k_cot = args.gsm8k_limit
-    cfg.limits.race = args.race_limit
-    cfg.limits.mmlu = args.mmlu_limit
+    cfg.limits.update(gsm8k_cot=args.gsm8k_limit, race=args.race_limit, mmlu=args.mmlu_limit)
     if cfg.tasks:
         run(Evaluator(model, tok, cfg), "harness", rows)
     if args.probes:

@@ -126,9 +126,10 @@ def math_final_answer(generation: str) -> str | None:
     return last_boxed(generation)
 
 
-def math_answer_filter(resps: list[list[str]], docs: list[dict]) -> list[list[str]]:
-    """lm-eval ``custom`` filter: each generation -> its final answer (:func:`math_final_answer`; "" if none)."""
-    return [[(math_final_answer(r) or "").strip() for r in rs] for rs in resps]
+def math_answer_filter(resps: list[list[str]], docs: list[dict]) -> list[str]:
+    """lm-eval ``custom`` filter: each document's (first) generation -> its final answer (:func:`math_final_answer`;
+    "" if none), as lm-eval's ``take_first`` keeps one response per document."""
+    return [(math_final_answer(rs[0] if isinstance(rs, list) else rs) or "").strip() if rs else "" for rs in resps]
 
 
 def math_answer_process_results(doc: dict, results: list[str]) -> dict[str, float]:

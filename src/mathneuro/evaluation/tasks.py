@@ -127,12 +127,13 @@ def lm_eval_name(task: str, data_dir: Path | None) -> str:
 
 
 def kind_of(task: str, math_tasks: list[str] | tuple[str, ...] = (), nonmath_tasks: list[str] | tuple[str, ...] = ()) -> str:
-    """``"math"`` or ``"nonmath"`` for ``task``: the table's answer unless overridden by the two lists."""
+    """``"math"`` or ``"nonmath"`` for ``task``: the two lists, else the table, else ``"nonmath"``."""
     if task in math_tasks:
         return "math"
     if task in nonmath_tasks:
         return "nonmath"
-    return TASKS[task].kind
+    spec = TASKS.get(task)
+    return spec.kind if spec is not None else "nonmath"
 
 
 def missing_files(task: str, data_dir: Path) -> list[str]:
