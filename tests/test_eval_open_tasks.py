@@ -150,14 +150,14 @@ def test_user_yamls_run_through_include_path_with_sides_limits_and_records(user_
 
 def test_fingerprint_follows_user_task_files_not_log_samples(user_root):
     folder = str(user_root / "my_tasks")
-    base = EvalConfig(tasks=["my_mc"], include_path=folder)
-    assert base.fingerprint() == EvalConfig(tasks=["my_mc"], include_path=[folder], log_samples=True).fingerprint()
-    assert base.fingerprint() != EvalConfig(tasks=["my_mc"], include_path=folder, limits={"my_mc": 2}).fingerprint()
+    base = EvalConfig(tasks=["my_mc"], include_path=folder).fingerprint()
+    assert base == EvalConfig(tasks=["my_mc"], include_path=[folder], log_samples=True).fingerprint()
+    assert base != EvalConfig(tasks=["my_mc"], include_path=folder, limits={"my_mc": 2}).fingerprint()
     helper = user_root / "my_tasks" / "my_helpers.py"
     text = helper.read_text()
     try:
         helper.write_text(text + "\n# edited\n")
-        assert EvalConfig(tasks=["my_mc"], include_path=folder).fingerprint() != base.fingerprint()
+        assert EvalConfig(tasks=["my_mc"], include_path=folder).fingerprint() != base
     finally:
         helper.write_text(text)
 
