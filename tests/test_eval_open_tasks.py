@@ -170,6 +170,8 @@ def test_stock_names_validate_without_loading_anything_and_typos_get_a_suggestio
         EvalConfig(tasks=["arith"], include_path="nowhere").validate()
     with pytest.raises(ValueError, match=r"unknown task 'xq_zz_ww'; list lm-eval's tasks"):
         EvalConfig(tasks=["xq_zz_ww"]).validate()
+    with pytest.raises(ValueError, match=r"^eval.tasks: 'math500_local' is one of mathneuro's local tasks"):
+        EvalConfig(tasks=["math500_local"]).validate()  # our twins by their own names need a data dir
 
 
 def test_cli_refuses_a_misspelt_task_with_exit_2_and_one_line(tmp_path):

@@ -232,6 +232,15 @@ class EvalConfig:
         data_dir = self.resolved_data_dir()
         if data_dir is not None and not data_dir.is_dir():
             raise ValueError(f"eval.data_dir: ${DATA_DIR_ENV} names no directory ({str(data_dir)!r})")
+        others = [t for t in self.tasks if t not in TASKS]
+        if others and data_dir is None:
+            from mathneuro.evaluation.task_index import local_task_names
+
+            ours = local_task_names()
+            for task in others:
+                if task in ours:
+                    raise ValueError(f"eval.tasks: {task!r} is one of mathneuro's local tasks and reads files; set "
+                                     f"eval.data_dir (or ${DATA_DIR_ENV}) to a folder laid out like ../shared/data")
         for task in harness:
             spec = TASKS[task]
             if data_dir is not None:
