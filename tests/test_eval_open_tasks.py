@@ -208,7 +208,7 @@ def test_run_point_writes_records_for_the_run_and_once_for_the_baseline(user_roo
     def point(top_k: float, out: Path) -> dict:
         overrides = [f"model.name_or_path={model_dir}", "model.name=tiny", "model.dtype=float32",
                      "model.device=cpu", f"cache_dir={tmp_path / 'cache'}", "num_samples=4", "batch_size=4",
-                     "max_length=32", "progress=false", "eval=quick", "eval.tasks=[my_mc,arith]",
+                     "max_length=32", "progress=false", "logger=none", "eval=quick", "eval.tasks=[my_mc,arith]",
                      f"eval.include_path={user_root / 'my_tasks'}", "eval.log_samples=true", "eval.limit=4",
                      "eval.arith.num_problems=4", "eval.bootstrap_iters=0", f"top_k={top_k}"]
         with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
