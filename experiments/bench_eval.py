@@ -62,12 +62,12 @@ def run_path(model, tok, args: argparse.Namespace, prefix_cache: bool) -> dict:
     cfg.validate()
     harness = Harness(model, tok, cfg, cfg.resolved_data_dir())
     name = harness.lm_eval_name(args.task)
-    task = harness.built_task(args.task)  # datasets read before the clock starts
+    tasks = harness.built_task(args.task)  # datasets read before the clock starts
     lm = harness.lm
     gen_kwargs = {"max_gen_toks": args.max_gen_toks} if args.max_gen_toks else None
     start, cpu_start = time.perf_counter(), time.process_time()
     with preserved_rng():
-        results = lm_eval.simple_evaluate(model=lm, tasks=[task], task_manager=harness.task_manager,
+        results = lm_eval.simple_evaluate(model=lm, tasks=tasks, task_manager=harness.task_manager,
                                           limit=args.limit, bootstrap_iters=0, log_samples=True,
                                           gen_kwargs=gen_kwargs, fewshot_random_seed=cfg.fewshot_seed)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start

@@ -39,14 +39,21 @@ def test_math_answer_normalisation_and_equivalence():
     assert norm("1,000") == "1000"
     assert norm(r"90^\circ") == "90"
     assert norm("5.0") == "5"
-    assert scoring.math_answers_equal(norm("0.5"), norm(r"\frac{1}{2}"))
-    assert scoring.math_answers_equal(norm("1/4"), norm("0.25"))
-    assert not scoring.math_answers_equal(norm("3"), norm("4"))
+    assert scoring.math_strings_equal(norm("0.5"), norm(r"\frac{1}{2}"))
+    assert scoring.math_strings_equal(norm("1/4"), norm("0.25"))
+    assert not scoring.math_strings_equal(norm("3"), norm("4"))
     gen = " So the answer is $\\boxed{7}$.\nFinal Answer: The final answer is $7$. I hope it is correct.\n"
     assert scoring.math_final_answer(gen) == "$7$"
-    assert scoring.math_process_results({"answer": "7"}, [gen]) == {"exact_match": 1.0}
-    assert scoring.math_process_results({"answer": "8"}, [gen]) == {"exact_match": 0.0}
-    assert scoring.math_process_results({"answer": "8"}, ["nothing"]) == {"exact_match": 0.0}
+    assert scoring.math_process_results({"answer": "7"}, [gen]) == {"exact_match": 1.0, "math_verify": 1.0}
+    assert scoring.math_process_results({"answer": "8"}, [gen]) == {"exact_match": 0.0, "math_verify": 0.0}
+    assert scoring.math_process_results({"answer": "8"}, ["nothing"]) == {"exact_match": 0.0, "math_verify": 0.0}
+    # the twins' filter keeps the final answer; scoring then compares it as a string and symbolically
+    assert scoring.math_answer_filter([[gen], ["nothing"]], [{}, {}]) == ["$7$", ""]
+    doc = {"answer": norm(r"\dfrac{1}{2}"), "gold_latex": r"\dfrac{1}{2}"}
+    assert scoring.math_answer_process_results(doc, ["$0.5$"]) == {"exact_match": 1.0, "math_verify": 1.0}
+    doc = {"answer": norm(r"2\sqrt{2}"), "gold_latex": r"2\sqrt{2}"}
+    assert scoring.math_answer_process_results(doc, [r"\sqrt{8}"]) == {"exact_match": 0.0, "math_verify": 1.0}
+    assert scoring.math_answer_process_results(doc, [""]) == {"exact_match": 0.0, "math_verify": 0.0}
 
 
 def test_scoring_helpers():

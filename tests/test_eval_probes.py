@@ -226,8 +226,7 @@ def test_evaluator_probes_see_in_place_edits_and_keep_rng():
     model, tok = tiny_model("llama")
     cfg = EvalConfig(name="quick", tasks=["arith", "mc", "ppl"], batch_size=8, progress=False)
     cfg.arith.num_problems = 10
-    cfg.limits.mc = 8
-    cfg.limits.ppl = 2
+    cfg.limits.update(mc=8, ppl=2)
     ev = Evaluator(model, tok, cfg)
     def seed_and_draw(evaluate=None):
         random.seed(0)

@@ -26,6 +26,7 @@ from mathneuro import __version__
 from mathneuro.cache import StatisticsCache, cached_statistics
 from mathneuro.config import Config, ConfigError, validate
 from mathneuro.data import draw_samples, load_records, render, sample_ids_hash
+from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, samples_summary, write_samples
 from mathneuro.intervention import apply_intervention
 from mathneuro.methods import lape_selection, mathneuro_selection, random_selection, wanda_selection
 from mathneuro.models import load_model, model_identity
@@ -134,15 +135,31 @@ class Workbench:
             self.evaluators[key] = Evaluator(self.model, self.tokenizer, eval_cfg)
         return self.evaluators[key]
 
-    def baseline(self, eval_cfg: Any) -> dict[str, float]:
-        """Metrics of the unedited model, computed once per model and eval config (memory, then disk)."""
+    def baseline_samples_dir(self, eval_cfg: Any) -> Path | None:
+        """Where the unedited model's per-example records for ``eval_cfg`` live (None without a cache dir)."""
         key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
-        if key in self.baselines:
+        return self.cache.root / "baselines" / key / SAMPLES_DIR if self.cache.root else None
+
+    def baseline(self, eval_cfg: Any, samples_dir: Path | None = None) -> dict[str, float]:
+        """Metrics of the unedited model, computed once per model and eval config (memory, then disk).
+
+        With ``eval_cfg.log_samples`` and a ``samples_dir``, its per-example records are written there
+        once too (the baseline is evaluated again only if they are missing).
+        """
+        key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
+        need_samples = bool(eval_cfg.log_samples and samples_dir is not None
+                            and not (samples_dir / SAMPLES_COMPLETE).exists())
+        if key in self.baselines and not need_samples:
             return self.baselines[key]
         path = self.cache.root / "baselines" / f"{key}.json" if self.cache.root else None
-        metrics = _read_baseline(path, self.identity) if path is not None and path.exists() else None
+        metrics = None
+        if path is not None and path.exists() and not need_samples:
+            metrics = _read_baseline(path, self.identity)
         if metrics is None:
-            metrics = self.evaluator(eval_cfg).evaluate()
+            evaluator = self.evaluator(eval_cfg)
+            metrics = evaluator.evaluate()
+            if need_samples:
+                write_samples(samples_dir, evaluator.last_samples, evaluator.last_sample_kinds)
             if path is not None:
                 write_json_atomic(path, {"metrics": metrics, "model": self.identity, "eval": _plain(eval_cfg)})
         self.baselines[key] = metrics
@@ -328,9 +345,11 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
                 {n: tuple(mod.weight.shape) for n, mod in bench.targets(cfg.method).items()})
         evaluate = cfg.eval.is_enabled()
         baseline: dict[str, float] = {}
+        baseline_samples = None
         if evaluate and cfg.baseline and cfg.eval.baseline:
             t0 = time.perf_counter()
-            baseline = bench.baseline(cfg.eval)
+            baseline_samples = bench.baseline_samples_dir(cfg.eval) or output_dir / "baseline_samples"
+            baseline = bench.baseline(cfg.eval, baseline_samples)
             stage("baseline_evaluation", t0)
         num_parameters = sum(p.numel() for p in bench.model.parameters())
         if selection.neurons:
@@ -349,6 +368,9 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
                 t0 = time.perf_counter()
                 metrics = bench.evaluator(cfg.eval).evaluate()
                 stage("evaluation", t0)
+                if cfg.eval.log_samples:
+                    ev = bench.evaluator(cfg.eval)
+                    write_samples(output_dir / SAMPLES_DIR, ev.last_samples, ev.last_sample_kinds)
         finally:
             handle.undo()
         if cfg.save_selection:
@@ -375,6 +397,9 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
             "versions": _versions(),
         }
         results["objective"] = objective_value(cfg, metrics, baseline)
+        if evaluate and cfg.eval.log_samples:
+            ev = bench.evaluator(cfg.eval)
+            results["samples"] = samples_summary(output_dir, baseline_samples, ev.last_sample_kinds)
         write_json_atomic(output_dir / RESULTS_FILE, results)
         wandb_run.summary({k: v for k, v in tidy_row(results).items() if isinstance(v, (int, float))}
                           | {f"time/{k}": v for k, v in timings.items()})
