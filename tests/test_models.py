@@ -14,6 +14,7 @@ import torch
 from gguf import quants
 
 from mathneuro import embedded, models
+from mathneuro.models import gguf as conversion
 from mathneuro.models import load_model, model_identity, resolve_device, resolve_dtype
 from mathneuro.tiny import tiny_model
 
@@ -256,7 +257,7 @@ def test_gguf_conversion_is_cached_and_reused(tiny_gguf, tmp_path, monkeypatch):
     def no_conversion(*args, **kwargs):
         raise AssertionError("the cached conversion should have been reused")
 
-    monkeypatch.setattr(models, "_convert_gguf", no_conversion)
+    monkeypatch.setattr(conversion, "_convert_gguf", no_conversion)
     second, tok2 = load_model(str(path), device="cpu", cache_dir=str(cache))
     torch.testing.assert_close(logits(second, tok2), logits(first, tok), rtol=0, atol=0)
     assert (tok2.pad_token, tok2.padding_side, tok2.eos_token) == (tok.pad_token, tok.padding_side, tok.eos_token)
@@ -278,24 +279,24 @@ def test_cache_location_from_env(tiny_gguf, tmp_path, monkeypatch):
 def test_incomplete_conversion_is_redone(tiny_gguf, tmp_path):
     path, reference, tok = tiny_gguf
     cache = tmp_path / "cache"
-    folder = models._conversion_dir(path, torch.float32, str(cache))
+    folder = conversion._conversion_dir(path, torch.float32, str(cache))
     folder.mkdir(parents=True)
     (folder / "config.json").write_text("{}")  # what an interrupted, non-atomic writer might leave
     (cache / "models" / f".tmp-{folder.name}-dead").mkdir()  # a crashed conversion's temp dir
     model, gtok = load_model(str(path), dtype="float32", device="cpu", cache_dir=str(cache))
-    assert models._is_complete(folder)
+    assert conversion._is_complete(folder)
     torch.testing.assert_close(logits(model, gtok), logits(reference, tok), rtol=1e-5, atol=1e-5)
     assert sorted(p.name for p in (cache / "models").iterdir() if not p.name.startswith(".tmp-")) == [folder.name]
 
 
 def test_conversion_key_changes_with_the_file(tiny_gguf, tmp_path):
     path, _, _ = tiny_gguf
-    before = models._conversion_dir(path, torch.bfloat16, str(tmp_path))
+    before = conversion._conversion_dir(path, torch.bfloat16, str(tmp_path))
     stat = path.stat()
     import os
 
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
-    assert models._conversion_dir(path, torch.bfloat16, str(tmp_path)) != before
+    assert conversion._conversion_dir(path, torch.bfloat16, str(tmp_path)) != before
 
 
 def test_gguf_inside_a_folder(tiny_gguf, tmp_path):

@@ -13,6 +13,7 @@ from safetensors.torch import save_file
 
 from mathneuro import report as rep
 from mathneuro import report_cli
+from mathneuro.report import figures
 
 MATH = "math/arith/exact_match"
 NONMATH = "nonmath/mc/acc"
@@ -214,9 +215,9 @@ def test_plot_functions(tmp_path: Path, sweep: Path) -> None:
 
 def test_labels_include_filter_when_several() -> None:
     rows = [{**point("mathneuro", 0.1, 0), "filter": f, MATH: 0.1} for f in ("race", "mmlu")]
-    fields = rep._label_fields(rows, exclude=["top_k"])
-    assert sorted(rep._label(r, fields) for r in rows) == ["mathneuro (mmlu)", "mathneuro (race)"]
-    assert rep._label(rows[0], rep._label_fields(rows[:1], exclude=["top_k"])) == "mathneuro"
+    fields = figures._label_fields(rows, exclude=["top_k"])
+    assert sorted(figures._label(r, fields) for r in rows) == ["mathneuro (mmlu)", "mathneuro (race)"]
+    assert figures._label(rows[0], figures._label_fields(rows[:1], exclude=["top_k"])) == "mathneuro"
 
 
 def test_data_efficiency_and_heatmap_figures(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ from mathneuro.recording import (
     read_complete_results,
     write_json_atomic,
 )
-from mathneuro.report import tidy_row
+from mathneuro.results import tidy_row
 from mathneuro.selection import Selection
 from mathneuro.targets import find_mlp_activations, find_target_linears, mlp_widths, weight_parameters
 

@@ -1,0 +1,95 @@
+"""Devices and dtypes: ``model.device`` and ``model.dtype`` as torch objects, by the policy of
+:mod:`mathneuro.models` (``auto`` = bfloat16 for GGUF, the checkpoint's dtype otherwise)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+ALLOWED_DTYPES = ("auto", *DTYPES)
+ALLOWED_DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """Turn ``auto``/``cpu``/``cuda``/``cuda:N``/``mps`` into a torch.device (auto = cuda if available).
+
+    Raises ValueError naming ``model.device`` for unknown values or an unavailable GPU.
+    """
+    if isinstance(device, torch.device):
+        device = str(device)
+    text = str(device).strip().lower()
+    allowed = ", ".join(ALLOWED_DEVICES)
+    if text == "auto":
+        return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    if text == "cpu":
+        return torch.device("cpu")
+    if text == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise ValueError("model.device: 'mps' requested but Apple MPS is not available here; allowed: auto, cpu")
+        return torch.device("mps")
+    match = re.fullmatch(r"cuda(?::(\d+))?", text)
+    if not match:
+        raise ValueError(f"model.device: unknown device {device!r}; allowed: {allowed}")
+    if not torch.cuda.is_available():
+        raise ValueError(f"model.device: {device!r} requested but CUDA is not available here; allowed: auto, cpu")
+    if match.group(1) is not None:
+        index = int(match.group(1))
+        count = torch.cuda.device_count()
+        if index >= count:
+            raise ValueError(f"model.device: {device!r} requested but only {count} CUDA device(s) exist")
+        return torch.device("cuda", index)
+    return torch.device("cuda")
+
+
+def _as_torch_dtype(value: Any) -> torch.dtype | None:
+    """A config's recorded dtype (torch.dtype or its name) as a torch.dtype, or None if unknown."""
+    if isinstance(value, torch.dtype):
+        return value
+    if isinstance(value, str):
+        return DTYPES.get(value.replace("torch.", ""))
+    return None
+
+
+def _check_dtype_name(dtype: str) -> str:
+    text = str(dtype).strip().lower().replace("torch.", "")
+    aliases = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
+    text = aliases.get(text, text)
+    if text not in ALLOWED_DTYPES:
+        raise ValueError(f"model.dtype: unknown dtype {dtype!r}; allowed: {', '.join(ALLOWED_DTYPES)}")
+    return text
+
+
+def resolve_dtype(
+    dtype: str,
+    device: str | torch.device,
+    *,
+    checkpoint_dtype: torch.dtype | str | None = None,
+    gguf: bool = False,
+) -> torch.dtype:
+    """The torch dtype to load in: an explicit name as given, ``auto`` by the policy in the module docstring.
+
+    ``checkpoint_dtype`` is the dtype the checkpoint's config records (if any); ``gguf`` marks a GGUF source.
+    """
+    name = _check_dtype_name(dtype)
+    if name != "auto":
+        return DTYPES[name]
+    dev = resolve_device(device) if not isinstance(device, torch.device) else device
+    accelerated = dev.type != "cpu"
+    no_bf16 = dev.type == "cuda" and not torch.cuda.is_bf16_supported()
+    low = torch.float16 if no_bf16 else torch.bfloat16
+    if gguf:
+        return low
+    recorded = _as_torch_dtype(checkpoint_dtype)
+    if recorded is not None:
+        if recorded == torch.float16 and not accelerated:
+            return torch.bfloat16
+        return recorded
+    return low if accelerated else torch.float32

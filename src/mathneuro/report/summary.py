@@ -1,0 +1,137 @@
+"""``write_report``: a sweep directory -> points.csv, summary.md and the figures."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from mathneuro.report.figures import plot_metric_vs_scalar, plot_metric_vs_topk, plot_per_layer
+from mathneuro.report.sweep import load_results
+from mathneuro.report.tables import (
+    GROUP_FIELDS,
+    _hashable,
+    _sort_key,
+    aggregate,
+    comparison_rows,
+    markdown_table,
+    metric_names,
+    tidy_rows,
+    write_csv,
+)
+from mathneuro.results import _is_number
+
+
+def _safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
+
+
+def _distinct(rows: Sequence[Mapping], field: str) -> list:
+    values = {_hashable(r.get(field)) for r in rows}
+    return sorted(values, key=_sort_key)
+
+
+def _make_figures(rows: list[dict], metrics: list[str], out: Path) -> tuple[dict[str, str], list[str]]:
+    figures: dict[str, str] = {}
+    notes: list[str] = []
+    for intervention in _distinct(rows, "intervention"):
+        sub = [r for r in rows if _hashable(r.get("intervention")) == intervention]
+        tag = _safe_name(str(intervention)) if intervention is not None else "all"
+        plotted = [m for m in metrics if any(_is_number(r.get(m)) for r in sub)]
+        if not plotted:
+            continue
+        topks = [v for v in _distinct(sub, "top_k") if _is_number(v) and v > 0]
+        scalars = [v for v in _distinct(sub, "scalar") if _is_number(v)]
+        if len(topks) > 1 or (topks and len(scalars) <= 1):
+            name = f"{tag}_vs_topk"
+            figures[name] = str(plot_metric_vs_topk(sub, plotted, out / f"{name}.png",
+                                                    title=f"{intervention}: metric vs top-K (mean ± std over seeds)"))
+        skipped = sum(1 for r in sub if not (_is_number(r.get("top_k")) and r["top_k"] > 0))
+        if skipped:
+            notes.append(f"{skipped} {intervention} point(s) without a positive top_k are not in {tag}_vs_topk.png")
+        if len(scalars) > 1:
+            name = f"{tag}_vs_scalar"
+            figures[name] = str(plot_metric_vs_scalar(sub, plotted, out / f"{name}.png",
+                                                      title=f"{intervention}: metric vs scale factor (mean ± std over seeds)"))
+    if any(k.startswith("per_layer/") for r in rows for k in r):
+        figures["per_layer"] = str(plot_per_layer(rows, out / "per_layer.png"))
+    return figures, notes
+
+
+def _summary_markdown(sweep: Path, rows: list[dict], missing: list[dict], metrics: list[str],
+                      figures: Mapping[str, str], notes: list[str], out: Path) -> str:
+    parts = [f"# Sweep report: `{sweep}`\n",
+             f"{len(rows)} complete point(s), {len(missing)} missing or incomplete.\n"]
+    if rows and metrics:
+        parts.append("## Comparison (mean ± std over seeds)\n")
+        comp = comparison_rows(rows, metrics)
+        by = [c for c in comp[0] if not c.endswith(("/mean", "/std")) and c != "n"] if comp else []
+        display = []
+        for entry in comp:
+            item = {k: entry.get(k) for k in by}
+            for m in metrics:
+                if f"{m}/mean" in entry:
+                    item[m] = f"{entry[f'{m}/mean']:.4g} ± {entry[f'{m}/std']:.2g}"
+            item["n"] = entry.get("n")
+            display.append(item)
+        parts.append(markdown_table(display, by + [m for m in metrics] + ["n"]))
+    if rows and any("selection/num_selected" in r for r in rows):
+        parts.append("\n## Selection size (mean over seeds)\n")
+        by = [f for f in GROUP_FIELDS if len({_hashable(r.get(f)) for r in rows}) > 1] or ["method"]
+        sel_rows: dict[tuple, dict] = {}
+        sel_cols = ["selection/num_selected", "selection/fraction_of_model", "selection/fraction_of_scored"]
+        for field in sel_cols:
+            for agg in aggregate(rows, by, field):
+                key = tuple(agg[k] for k in by)
+                sel_rows.setdefault(key, dict(zip(by, key, strict=True)))[field] = agg["mean"]
+        table = [sel_rows[k] for k in sorted(sel_rows, key=lambda k: tuple(_sort_key(v) for v in k))]
+        parts.append(markdown_table(table, by + sel_cols))
+    parts.append("\n## Missing or incomplete points\n")
+    if missing:
+        items = []
+        for m in missing:
+            hint = f" — overrides: `{' '.join(m['overrides'])}`" if m.get("overrides") else ""
+            items.append(f"- `{m['job']}`: {m['reason']}{hint}\n")
+        parts.append("".join(items))
+    else:
+        parts.append("None.\n")
+    if notes:
+        parts.append("\n## Notes\n")
+        parts.append("".join(f"- {n}\n" for n in notes))
+    if figures:
+        parts.append("\n## Figures\n")
+        parts.append("\n".join(f"![{name}]({os.path.relpath(fpath, out)})\n" for name, fpath in figures.items()))
+    if rows:
+        parts.append("\n## All points\n")
+        parts.append(markdown_table(rows))
+    return "\n".join(parts)
+
+
+def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
+                 metrics: Sequence[str] | None = None) -> dict:
+    """Write ``points.csv``, ``summary.md`` and PNG figures for a sweep (default ``<sweep>/report``).
+
+    Figures: ``<intervention>_vs_topk.png`` (every metric, math and non-math side by side),
+    ``<intervention>_vs_scalar.png`` when several scale factors were run, ``per_layer.png``.
+    Returns ``{"csv", "markdown", "figures": {name: path}, "rows", "missing", "metrics", "comparison"}``.
+    Raises FileNotFoundError for a missing dir and ValueError when no complete point exists."""
+    sweep = Path(sweep_dir)
+    complete, missing = load_results(sweep)
+    if not complete:
+        where = f" ({len(missing)} missing or incomplete)" if missing else ""
+        raise ValueError(f"no complete results.json under {sweep}{where}")
+    out = Path(out_dir) if out_dir is not None else sweep / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    rows = tidy_rows(complete)
+    chosen = list(metrics) if metrics else metric_names(rows)
+    unknown = [m for m in chosen if not any(m in r for r in rows)]
+    if unknown:
+        raise ValueError(f"metrics not found in any result: {', '.join(unknown)}; have: {', '.join(metric_names(rows))}")
+    csv_path = write_csv(rows, out / "points.csv")
+    figures, notes = _make_figures(rows, chosen, out)
+    md = _summary_markdown(sweep, rows, missing, chosen, figures, notes, out)
+    md_path = out / "summary.md"
+    md_path.write_text(md)
+    return {"csv": str(csv_path), "markdown": str(md_path), "figures": figures, "rows": rows,
+            "missing": missing, "metrics": chosen, "comparison": comparison_rows(rows, chosen)}
