@@ -34,6 +34,7 @@ from mathneuro.methods import (
     wanda_selection,
 )
 from mathneuro.models import load_model, model_identity
+from mathneuro.preflight import check_model_source, check_top_k, check_writable_dir, refuse_empty_selection
 from mathneuro.recording import (
     RESULTS_FILE,
     WandbRun,
@@ -148,14 +149,33 @@ class Workbench:
         if key in self.baselines:
             return self.baselines[key]
         path = self.cache.root / "baselines" / f"{key}.json" if self.cache.root else None
-        if path is not None and path.exists():
-            metrics = json.loads(path.read_text())["metrics"]
-        else:
+        metrics = _read_baseline(path, self.identity) if path is not None and path.exists() else None
+        if metrics is None:
             metrics = self.evaluator(eval_cfg).evaluate()
             if path is not None:
                 write_json_atomic(path, {"metrics": metrics, "model": self.identity, "eval": _plain(eval_cfg)})
         self.baselines[key] = metrics
         return metrics
+
+
+def _read_baseline(path: Path, identity: dict) -> dict[str, float] | None:
+    """The cached baseline metrics at ``path`` if the entry is whole and is this model's, else None
+    (with a one-line warning: the caller recomputes and rewrites it)."""
+    try:
+        data = json.loads(path.read_text())
+        metrics = data["metrics"]
+        if not isinstance(metrics, dict) or not metrics:
+            raise ValueError("no metrics in it")
+        if not all(isinstance(v, (int, float)) or v is None for v in metrics.values()):
+            raise ValueError("a metric is not a number")
+        if json.loads(json.dumps(identity, default=str)) != data.get("model"):
+            raise ValueError("it records another model")
+    except Exception as exc:  # noqa: BLE001 - unreadable, truncated or foreign: recompute
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        log.warning("baseline cache: entry %s is damaged or does not match (%s); recomputing and rewriting it",
+                    path, reason)
+        return None
+    return metrics
 
 
 def _plain(obj: Any) -> Any:
@@ -184,9 +204,14 @@ def get_workbench(cfg: Config) -> Workbench:
     bench = _WORKBENCHES.get(key)
     if bench is None:
         _WORKBENCHES.clear()  # one model in memory at a time
-        model, tok = load_model(m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype, device=m.device,
-                                revision=m.revision, trust_remote_code=m.trust_remote_code, cache_dir=cfg.cache_dir,
-                                device_map=m.device_map)
+        try:
+            model, tok = load_model(m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype, device=m.device,
+                                    revision=m.revision, trust_remote_code=m.trust_remote_code,
+                                    cache_dir=cfg.cache_dir, device_map=m.device_map)
+        except ValueError as exc:
+            if str(exc).startswith("model."):  # the loader's own messages name the key: a bad value
+                raise ConfigError(str(exc)) from exc
+            raise
         identity = model_identity(model, m.name_or_path, m.dtype)
         bench = Workbench(model, tok, identity, StatisticsCache(Path(cfg.cache_dir) / "statistics"))
         _WORKBENCHES[key] = bench
@@ -276,7 +301,11 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
             log.info("%s: complete results found, skipping this point", output_dir)
             done["skipped"] = True
             return done
-    check_writable(output_dir)
+    try:
+        check_writable(output_dir)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    check_writable_dir(cfg.cache_dir, "cache_dir")
     timings: dict[str, float] = {}
     memory: dict[str, dict[str, float]] = {}
 
@@ -288,15 +317,17 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     task = prepare_samples(cfg.task, "task", cfg.num_samples, 2 * cfg.seed, cfg.bootstrap)
     filters = [prepare_samples(cfg.filter, "filter", cfg.num_samples, 2 * cfg.seed + 1, cfg.bootstrap)]
     stage("data", t0)
+    check_model_source(cfg.model.name_or_path, cfg.model.gguf_file)  # missing, unreadable or damaged files
 
     point = point_summary(cfg)
     config_dict = resolved_config if resolved_config is not None else _plain(cfg)
     wandb_run = WandbRun(
-        cfg.logger.name == "wandb", project=cfg.logger.project, entity=cfg.logger.entity, mode=cfg.logger.mode,
+        cfg.logger.name == "wandb", init_timeout=cfg.logger.init_timeout, project=cfg.logger.project,
+        entity=cfg.logger.entity, mode=cfg.logger.mode,
         group=group, job_type=cfg.method.name, tags=(tags or []) + list(cfg.logger.tags),
         config={**config_dict, "point": point}, dir=str(output_dir), name=output_dir.name,
     )
-    failed = True
+    failed, interrupted = True, False
     try:
         t0 = time.perf_counter()
         bench = get_workbench(cfg)
@@ -306,18 +337,26 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
                 find_mlp_activations(bench.model)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
-        evaluate = cfg.eval.is_enabled()
-        baseline: dict[str, float] = {}
-        if evaluate and cfg.baseline and cfg.eval.baseline:
-            t0 = time.perf_counter()
-            baseline = bench.baseline(cfg.eval)
-            stage("baseline_evaluation", t0)
+        if cfg.method.name != "lape":  # a top-K too small for every target matrix: refuse before any statistics
+            check_top_k(cfg.method.name, cfg.top_k, {n: tuple(mod.weight.shape)
+                                                     for n, mod in bench.targets(cfg.method).items()})
 
         t0 = time.perf_counter()
         selection, stats_keys = bench.select(cfg.method, task, filters, top_k=cfg.top_k, seed=cfg.seed,
                                              max_length=cfg.max_length, batch_size=cfg.batch_size,
                                              progress=cfg.progress)
         stage("identification", t0)
+        if selection.num_selected() == 0:  # editing nothing is never worth an evaluation
+            refuse_empty_selection(cfg, lambda k: bench.select(
+                cfg.method, task, filters, top_k=k, seed=cfg.seed, max_length=cfg.max_length,
+                batch_size=cfg.batch_size, progress=False)[0].num_selected(),
+                {n: tuple(mod.weight.shape) for n, mod in bench.targets(cfg.method).items()})
+        evaluate = cfg.eval.is_enabled()
+        baseline: dict[str, float] = {}
+        if evaluate and cfg.baseline and cfg.eval.baseline:
+            t0 = time.perf_counter()
+            baseline = bench.baseline(cfg.eval)
+            stage("baseline_evaluation", t0)
         num_parameters = sum(p.numel() for p in bench.model.parameters())
         if selection.neurons:
             num_scored = sum(mlp_widths(bench.model).values())
@@ -363,6 +402,9 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
                         [[k, v] for k, v in summary["per_layer"].items()])
         failed = False
         return results
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (errors.Interrupted): nothing was written; say so to W&B
+        interrupted = True
+        raise
     finally:
-        wandb_run.finish(failed=failed)
+        wandb_run.finish(failed=failed, preempted=interrupted)
 
