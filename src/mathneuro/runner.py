@@ -28,7 +28,13 @@ from mathneuro.config import Config, ConfigError, validate
 from mathneuro.data import draw_samples, load_records, render, sample_ids_hash
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, samples_summary, write_samples
 from mathneuro.intervention import apply_intervention
-from mathneuro.methods import lape_selection, mathneuro_selection, random_selection, wanda_selection
+from mathneuro.methods import (
+    lape_saturation_message,
+    lape_selection,
+    mathneuro_selection,
+    random_selection,
+    wanda_selection,
+)
 from mathneuro.models import load_model, model_identity
 from mathneuro.preflight import check_model_source, check_top_k, check_writable_dir, refuse_empty_selection
 from mathneuro.recording import (
@@ -111,7 +117,11 @@ class Workbench:
 
         if name == "lape":
             sel = lape_selection(stats_of(task), [stats_of(f) for f in filters], top_k,
-                                 filter_rate=method.filter_rate, activation_bar=method.activation_bar)
+                                 filter_rate=method.filter_rate, activation_bar=method.activation_bar,
+                                 share=getattr(method, "share", "all"))
+            message = lape_saturation_message(sel.meta)
+            if message:
+                log.warning(message)
             return sel, keys
         weights = weight_parameters(targets)
         task_stats = stats_of(task)
@@ -261,11 +271,24 @@ def objective_value(cfg: Config, metrics: dict, baseline: dict) -> float:
 
 def point_summary(cfg: Config) -> dict:
     """The few config values that identify a sweep point in reports."""
-    return {
+    point = {
         "model": cfg.model.name, "task": cfg.task.name, "filter": cfg.filter.name, "method": cfg.method.name,
         "top_k": cfg.top_k, "intervention": cfg.intervention.name, "scalar": cfg.intervention.scalar,
         "seed": cfg.seed, "num_samples": cfg.num_samples,
     }
+    if cfg.method.name == "lape":
+        point["share"] = cfg.method.share  # which top-K rule (SPEC §4)
+    return point
+
+
+def stale_reason(done: dict, cfg: Config) -> str | None:
+    """Why complete results of a point no longer answer ``cfg`` (None: they do). LAPE results written
+    before ``method.share`` existed used the candidates' share, so they are stale under ``share=all``."""
+    if cfg.method.name == "lape":
+        recorded = ((done.get("config") or {}).get("method") or {}).get("share", "candidates")
+        if recorded != cfg.method.share:
+            return f"made with method.share={recorded}, this run asks for {cfg.method.share}"
+    return None
 
 
 def peak_memory_mb() -> dict[str, float]:
@@ -289,7 +312,10 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     output_dir = Path(output_dir)
     if cfg.resume:
         done = read_complete_results(output_dir)
-        if done is not None:
+        stale = stale_reason(done, cfg) if done is not None else None
+        if stale:
+            log.warning("%s: complete results found but %s; recomputing this point", output_dir, stale)
+        elif done is not None:
             log.info("%s: complete results found, skipping this point", output_dir)
             done["skipped"] = True
             return done
@@ -358,6 +384,8 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
             num_scored = sum(int(m.weight.numel()) for m in bench.targets(cfg.method).values())
         summary = selection.summary(num_scored=num_scored, num_parameters=num_parameters)
         summary["top_k"] = cfg.top_k
+        if selection.method == "lape":
+            summary["lape"] = dict(selection.meta)  # the rule, candidates, kept, saturated (SPEC §4)
 
         metrics: dict[str, float] = {}
         t0 = time.perf_counter()
