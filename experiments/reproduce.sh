@@ -8,6 +8,8 @@
 #   grid         top_k {0.1,1,5,10,15 %} x {mathneuro, wanda, random, lape} (RACE filter)
 #                + mathneuro with the MMLU filter, seeds 0,1,2 (bootstrap draws of N samples),
 #                evaluated with the probes: 2-digit +/- arithmetic (50), multiple choice (40), ppl
+#                (LAPE: top_k is a share of all MLP neurons, method.share=all; rerunning the grid over
+#                 results made before issue 13 recomputes only the LAPE points)
 #   paper_tasks  seed 0, top_k 15 %, the same five methods, evaluated on GSM8K test
 #                (8-shot CoT, first 20), RACE-high test (lm-eval, first 10), MMLU test (lm-eval, 1 per subject)
 #   one_sample   mathneuro identified from ONE math and ONE filter sample, seeds 0,1,2, grid evaluation

@@ -10,11 +10,12 @@ they go (the tables say how many seeds each cell has).
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 import statistics
 from pathlib import Path
 
-from mathneuro.analysis import data_efficiency
+from mathneuro.efficiency import efficiency_table
 from mathneuro.report import (
     comparison_rows,
     load_results,
@@ -24,7 +25,6 @@ from mathneuro.report import (
     tidy_rows,
     write_csv,
 )
-from mathneuro.selection import Selection
 
 GRID_METRICS = {"math/arith/exact_match": "arith", "nonmath/mc/acc": "MC acc", "nonmath/ppl/word_perplexity": "word ppl"}
 PAPER_METRICS = {"math/gsm8k_gen/exact_match": "GSM8K", "nonmath/race/acc": "RACE acc", "nonmath/mmlu/acc": "MMLU acc"}
@@ -33,10 +33,48 @@ SCALE_METRICS = {"math/arith/exact_match": "arith (test)", "math/gsm8k_gen/exact
 
 
 def label(row: dict) -> str:
-    """Method name as the tables use it: the filter only where it changes the method."""
+    """Method name as the tables use it: the filter only where it changes the method, LAPE's top-K
+    rule where it is not the original's (``lape (candidates)``: top_k as a share of the candidates)."""
     if row["method"] == "mathneuro" and row.get("filter") != "race":
         return f"mathneuro ({row.get('filter')} filter)"
+    if row["method"] == "lape" and row.get("share", "all") != "all":
+        return f"lape ({row['share']})"
     return row["method"]
+
+
+LAPE_FIELDS = ("num_neurons", "num_candidates", "num_kept", "saturated", "saturation_top_k")
+
+
+def _number(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"True": True, "False": False}.get(text, text)
+
+
+def rows_of_csv(path: Path) -> list[dict]:
+    """Rows of an earlier ``grid_points.csv`` (empty cells left out). LAPE rows from before
+    ``method.share`` existed used the candidates' share, so they are labelled ``lape (candidates)``."""
+    rows = []
+    with path.open(newline="") as fh:
+        for raw in csv.DictReader(fh):
+            row = {k: _number(v) for k, v in raw.items() if v != ""}
+            if row["method"] == "lape" and "share" not in row:
+                row["share"] = "candidates"
+            row["label"] = label(row)
+            rows.append(row)
+    return rows
+
+
+def merge_rows(new: list[dict], old: list[dict]) -> list[dict]:
+    """``new`` plus the ``old`` rows whose point (model, filter, method, share, top_k, seed) ``new`` lacks."""
+    def key(r: dict) -> tuple:
+        return tuple(str(r.get(k)) for k in ("model", "filter", "method", "share", "top_k", "seed"))
+
+    have = {key(r) for r in new}
+    return new + [r for r in old if key(r) not in have]
 
 
 def rows_of(path: Path) -> list[dict]:
@@ -47,6 +85,8 @@ def rows_of(path: Path) -> list[dict]:
         print(f"{path}: {len(missing)} points missing or incomplete")
     rows = tidy_rows(complete)
     for row, result in zip(rows, complete, strict=True):
+        lape = (result.get("selection") or {}).get("lape") or {}
+        row.update({f"lape/{k}": lape[k] for k in LAPE_FIELDS if k in lape})
         row["label"] = label(row)
         row["_result"] = result
     return rows
@@ -80,7 +120,7 @@ def comparison_table(rows: list[dict], metrics: dict[str, str], by: list[str], t
     for entry in table:
         frac = entry.get("selection/fraction_of_model/mean")
         method_cells = [str(entry[k]) for k in by]
-        if entry.get("label", entry.get("method")) == "lape":
+        if str(entry.get("label", entry.get("method"))).startswith("lape"):
             size = f"{entry['selection/num_selected/mean']:.0f} neurons"
         else:
             size = f"{100 * frac:.2f}" if frac is not None else "–"
@@ -104,6 +144,7 @@ def stage_costs(stages: dict[str, list[dict]]) -> str:
     lines = ["| stage of the study | points | " + " | ".join(f"{n} (s, median)" for n in names)
              + " | peak RSS (MB) |", "|" + "---|" * (len(names) + 3)]
     for stage, rows in stages.items():
+        rows = [r for r in rows if "_result" in r]  # rows read from an earlier CSV have no timings
         if not rows:
             continue
         timings = [r["_result"].get("timings", {}) for r in rows]
@@ -122,9 +163,11 @@ def mean_shares(rows: list[dict], field: str, top_k: float = 0.15) -> dict[str, 
     ``field`` (``per_layer`` or ``per_module``), averaged over seeds; ``per_layer`` keeps numbered blocks."""
     by_label: dict[str, list[dict[str, float]]] = {}
     for r in rows:
-        if r["label"] == "lape" or r["top_k"] != top_k:
+        if r["label"].startswith("lape") or r["top_k"] != top_k:
             continue
-        counts = {k: v for k, v in r["_result"]["selection"][field].items() if field != "per_layer" or k.isdigit()}
+        prefix = f"{field}/"  # the tidy row's per_layer/<block> or per_module/<type> columns
+        counts = {k[len(prefix):]: v for k, v in r.items()
+                  if k.startswith(prefix) and (field != "per_layer" or k[len(prefix):].isdigit())}
         total = sum(counts.values())
         by_label.setdefault(r["label"], []).append({k: v / total for k, v in counts.items()})
     keys = sorted({k for shares in by_label.values() for s in shares for k in s})
@@ -154,27 +197,46 @@ def module_shares(rows: list[dict], top_k: float = 0.15) -> str:
     return "\n".join(lines) + "\n"
 
 
-def data_efficiency_table(rows: list[dict], figure: Path) -> str:
-    selections = {}
-    for result in (r["_result"] for r in rows):
-        path = Path(result["_dir"]) / "selection.safetensors"
-        if path.is_file():
-            point = result["point"]
-            selections[(int(point["num_samples"]), int(point["seed"]))] = Selection.load(path)
-    if not selections:
+def lape_table(rows: list[dict]) -> str:
+    """LAPE's selection per top-K: candidates, neurons kept by the rule, math neurons, and in how many
+    draws every candidate was kept (saturation: a larger top-K selects nothing new)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["method"] == "lape" and "lape/num_candidates" in r:
+            groups.setdefault((r["label"], r["top_k"]), []).append(r)
+    if not groups:
         return ""
-    overlaps = data_efficiency(selections)
+    lines = ["| label | top_k | seeds | MLP neurons | candidates | kept by the rule | math neurons (pruned) "
+             "| saturated | saturated from top_k |", "|---|---|---|---|---|---|---|---|---|"]
+    for (name, top_k), rs in sorted(groups.items()):
+        def mean(key: str, rs: list[dict] = rs) -> str:
+            return f"{statistics.mean(r[key] for r in rs):,.0f}"
+        sat = sum(bool(r["lape/saturated"]) for r in rs)
+        start = statistics.mean(r["lape/saturation_top_k"] for r in rs)
+        lines.append(f"| {name} | {top_k} | {len(rs)} | {rs[0]['lape/num_neurons']:,} | {mean('lape/num_candidates')} "
+                     f"| {mean('lape/num_kept')} | {mean('selection/num_selected')} | {sat} of {len(rs)} | {start:.4f} |")
+    return "\n".join(lines) + "\n"
+
+
+def data_efficiency_table(rows: list[dict], figure: Path) -> str:
+    """Overlap of two independent draws for M and for the math top-K sets (selection_topk.safetensors,
+    or wanda points of the same N and seed); top-K columns show "–" where neither was saved."""
+    overlaps = efficiency_table([r["_result"] for r in rows])
+    if not overlaps:
+        return ""
     plot_data_efficiency(overlaps, figure, title="MathNeuro (top-K 15 %): two independent identifications")
     ref = max(r["num_samples"] for r in overlaps)
-    lines = ["| N samples | identifications | Jaccard of two draws | share of one draw in the other | "
-             f"share of M(N={ref}) found |", "|---|---|---|---|---|"]
+    lines = ["| N samples | identifications | Jaccard of two draws (M) | share of one draw in the other (M) | "
+             f"share of M(N={ref}) found | Jaccard (math top-K) | share of one draw in the other (math top-K) |",
+             "|---|---|---|---|---|---|---|"]
+
     def f(row: dict, key: str) -> str:
         v = row.get(key)
         return "–" if v is None else f"{v:.3f}"
 
     for r in overlaps:
         lines.append(f"| {r['num_samples']} | {r['seeds']} | {f(r, 'jaccard_mean')} | {f(r, 'a_in_b_mean')} "
-                     f"| {f(r, 'ref_in_n_mean')} |")
+                     f"| {f(r, 'ref_in_n_mean')} | {f(r, 'topk_jaccard_mean')} | {f(r, 'topk_a_in_b_mean')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -203,11 +265,16 @@ def main() -> None:
     parser.add_argument("root", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--title", default="Qwen2.5-Coder-0.5B-Instruct")
+    parser.add_argument("--grid-csv", type=Path, default=None,
+                        help="an earlier grid_points.csv: its points that ROOT/grid lacks are kept (e.g. when "
+                             "only the LAPE points were rerun)")
     args = parser.parse_args()
     out: Path = args.out
     title: str = args.title
     out.mkdir(parents=True, exist_ok=True)
     grid = rows_of(args.root / "grid")
+    if args.grid_csv is not None:
+        grid = merge_rows(grid, rows_of_csv(args.grid_csv))
     paper = rows_of(args.root / "paper_tasks")
     one = rows_of(args.root / "one_sample")
     scale = rows_of(args.root / "scaling_test")
@@ -216,6 +283,10 @@ def main() -> None:
         write_csv([{k: v for k, v in r.items() if k != "_result"} for r in grid], out / "grid_points.csv")
         parts.append(comparison_table(grid, GRID_METRICS, ["label", "top_k"],
                                       "Pruning sweep (probes; mean ± std over bootstrap draws)"))
+        lape = lape_table(grid)
+        if lape:
+            parts.append("**LAPE's selection** (mean over draws; top_k is a share of all MLP neurons, "
+                         "`lape (candidates)`: of the candidates)\n\n" + lape)
         plain = [plot_row(r) for r in grid]
         # perplexity is in the table: Wanda's 1e7 would flatten every other line
         plot_metric_vs_topk(plain, ["math/arith/exact_match", "nonmath/mc/acc"], out / "prune_vs_topk.png",

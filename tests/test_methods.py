@@ -6,6 +6,10 @@ import pytest
 import torch
 
 from mathneuro.methods import (
+    lape_keep_count,
+    lape_min_top_k,
+    lape_saturation_message,
+    lape_saturation_top_k,
     lape_selection,
     mathneuro_selection,
     random_selection,
@@ -130,11 +134,13 @@ def _lape(positive_by_task, tokens):
             for p, t in zip(positive_by_task, tokens, strict=True)]
 
 
-def test_lape_on_a_hand_built_activation_pattern():
-    # 2 layers x 10 neurons, 2 tasks (math, filter), 100 tokens each.
-    math_pos = [[90, 5, 50, 50, 0, 0, 1, 2, 3, 4], [0, 95, 1, 1, 1, 1, 1, 1, 1, 1]]
-    filt_pos = [[5, 90, 50, 50, 0, 0, 1, 2, 3, 4], [0, 0, 1, 1, 1, 1, 1, 1, 1, 1]]
-    math_s, filt_s = _lape([math_pos, filt_pos], [100, 100])
+# 2 layers x 10 neurons (20 MLP neurons), 2 tasks (math, filter), 100 tokens each.
+MATH_POS = [[90, 5, 50, 50, 0, 0, 1, 2, 3, 4], [0, 95, 1, 1, 1, 1, 1, 1, 1, 1]]
+FILT_POS = [[5, 90, 50, 50, 0, 0, 1, 2, 3, 4], [0, 0, 1, 1, 1, 1, 1, 1, 1, 1]]
+
+
+def test_lape_candidates_and_activation_bar_on_a_hand_built_activation_pattern():
+    math_s, filt_s = _lape([MATH_POS, FILT_POS], [100, 100])
     # p over all 40 values; the 95% quantile (38th smallest of 40) is 0.90 -> candidates: p > 0.90,
     # i.e. layer1 neuron1 (math 0.95) only. Its entropy is 0 (filter p = 0), so it is kept, and it
     # belongs to math (0.95 > bar 0.90).
@@ -147,10 +153,87 @@ def test_lape_on_a_hand_built_activation_pattern():
     assert sel.meta["num_candidates"] == 3
     assert sel.neurons["layer0"].tolist() == [0]  # n1 is kept too but belongs to the filter task
     assert sel.neurons["layer1"].tolist() == [1]
-    # top_k keeps the lowest-entropy candidates: entropy(l1n1)=0 < entropy(l0n0) = entropy(l0n1)
-    sel = lape_selection(math_s, [filt_s], top_k=0.34, filter_rate=0.85, activation_bar=0.85)
-    assert sel.meta["num_kept"] == 1
-    assert sel.neurons["layer0"].tolist() == [] and sel.neurons["layer1"].tolist() == [1]
+
+
+def _math_neurons(sel):
+    return [(m, i) for m in sorted(sel.neurons) for i in sel.neurons[m].tolist()]
+
+
+# filter_rate = activation_bar = 0.85: 3 candidates of 20 neurons (share 0.15). Entropy: l1n1 = 0 (only
+# math fires), l0n0 = l0n1 (mirror images; the tie goes to the lower index, l0n0), the rest +inf.
+# Rule "all" keeps round(K * 20) lowest-entropy neurons (+inf ones drop out at the bar);
+# rule "candidates" keeps floor(K * 3).
+@pytest.mark.parametrize(
+    ("share", "top_k", "kept", "math", "saturated"),
+    [
+        ("all", 0.02, 0, [], False),  # round(0.4) = 0
+        ("all", 0.025, 0, [], False),  # round(0.5) = 0: half to even, as Python's round in the original
+        ("all", 0.05, 1, [("layer1", 1)], False),  # below the candidates' share: l1n1 only
+        ("all", 0.1, 2, [("layer0", 0), ("layer1", 1)], False),  # l0n0 wins the tie with l0n1 (filter's)
+        ("all", 0.125, 2, [("layer0", 0), ("layer1", 1)], False),  # round(2.5) = 2
+        ("all", 0.15, 3, [("layer0", 0), ("layer1", 1)], True),  # at the share: every candidate
+        ("all", 0.5, 10, [("layer0", 0), ("layer1", 1)], True),  # above: 7 +inf neurons kept, none assigned
+        ("all", 1.0, 20, [("layer0", 0), ("layer1", 1)], True),
+        ("candidates", 0.05, 0, [], False),  # floor(0.15) = 0
+        ("candidates", 0.15, 0, [], False),  # floor(0.45) = 0
+        ("candidates", 0.34, 1, [("layer1", 1)], False),
+        ("candidates", 0.5, 1, [("layer1", 1)], False),
+        ("candidates", 0.67, 2, [("layer0", 0), ("layer1", 1)], False),
+        ("candidates", 1.0, 3, [("layer0", 0), ("layer1", 1)], True),
+    ],
+)
+def test_lape_top_k_rule_on_a_hand_built_activation_pattern(share, top_k, kept, math, saturated):
+    math_s, filt_s = _lape([MATH_POS, FILT_POS], [100, 100])
+    sel = lape_selection(math_s, [filt_s], top_k=top_k, filter_rate=0.85, activation_bar=0.85, share=share)
+    assert sel.meta["num_kept"] == kept
+    assert sel.meta["num_neurons"] == 20 and sel.meta["num_candidates"] == 3
+    assert _math_neurons(sel) == math
+    assert sel.meta["share"] == share
+    assert sel.meta["saturated"] is saturated
+    # "all": from the smallest K with round(K * 20) >= 3, just above 0.125 (round(2.5) = 2)
+    assert sel.meta["saturation_top_k"] == pytest.approx(0.125 if share == "all" else 1.0, abs=1e-9)
+    message = lape_saturation_message(sel.meta)
+    assert (message is not None) == saturated
+    if saturated:
+        assert "3 candidate neurons" in message and "selects nothing new" in message
+
+
+def test_lape_original_rule_equals_the_identify_py_formula_on_random_statistics():
+    """A reference written from RUCAIBox identify.py: entropy over the normalised probabilities,
+    +inf for non-candidates, topk(round(len * top_rate), largest=False), then the activation bar."""
+    gen = torch.Generator().manual_seed(0)
+    layers, width, tokens = 3, 40, [500, 300]
+    positive = [torch.randint(0, t + 1, (layers, width), generator=gen) for t in tokens]
+    stats = _lape([[p[i].tolist() for i in range(layers)] for p in positive], tokens)
+    probs = torch.stack([p.to(torch.float64) / t for p, t in zip(positive, tokens, strict=True)], dim=-1)
+    normed = probs / probs.sum(-1, keepdim=True)
+    normed[torch.isnan(normed)] = 0
+    entropy = -(normed * torch.where(normed > 0, normed.log(), 0)).sum(-1)
+    flat = probs.flatten()
+    top = flat.kthvalue(round(len(flat) * 0.95)).values.item()
+    entropy[(probs > top).sum(-1) == 0] = torch.inf
+    for top_rate in (0.001, 0.01, 0.03, 0.05, 0.1, 0.5):
+        _, index = entropy.flatten().topk(round(entropy.numel() * top_rate), largest=False)
+        selected = probs.reshape(-1, 2)[index]
+        chosen = index[selected[:, 0] > top]
+        expected = sorted((f"layer{int(i) // width}", int(i) % width) for i in chosen)
+        sel = lape_selection(stats[0], stats[1:], top_k=top_rate)
+        assert _math_neurons(sel) == expected, top_rate
+        assert sel.meta["num_kept"] == round(layers * width * top_rate)
+
+
+def test_lape_keep_count_and_smallest_useful_top_k():
+    assert lape_keep_count(0.05, 116736, 7000) == 5837  # round(5836.8)
+    assert lape_keep_count(0.05, 116736, 7000, share="candidates") == 350
+    with pytest.raises(ValueError, match=r"method\.share: unknown value 'some'; allowed: all, candidates"):
+        lape_keep_count(0.05, 100, 10, share="some")
+    for n in (1, 2, 3, 20, 1000, 46080, 116736):
+        k = lape_min_top_k(n)
+        assert lape_keep_count(k, n, 0) == 1
+        assert lape_keep_count(math.nextafter(k, 0), n, 0) == 0  # nothing smaller keeps a neuron
+    sat = lape_saturation_top_k(116736, 7000)
+    assert lape_keep_count(sat, 116736, 7000) >= 7000 > lape_keep_count(math.nextafter(sat, 0), 116736, 7000)
+    assert lape_saturation_top_k(100, 0) is None
 
 
 @pytest.mark.parametrize("bad", [0, -0.1, 1.5, float("nan")])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -162,6 +163,7 @@ def test_interrupted_multirun_resumes_without_redoing_points(tiny_dir, tmp_path)
         ("task.path=/nonexistent/file.jsonl", "task.path"),
         ("task.template='{nosuchfield}'", "task.template"),
         ("method.name=nope", "method.name"),
+        ("method=lape method.share=neurons", r"method\.share: unknown value 'neurons'; allowed: all, candidates"),
         ("eval.tasks=[no_such_task]", "eval.tasks"),
         ("model.dtype=int3", "model.dtype"),
     ],
@@ -210,6 +212,49 @@ def test_lape_on_a_model_without_an_understood_mlp_is_refused(tmp_path):
     cfg = compose_cfg([*base_overrides(path, tmp_path / "cache"), "method=lape", "eval=none", "logger=none"])
     with pytest.raises(ConfigError, match="lape"):
         run_point(OmegaConf.to_object(cfg), tmp_path / "out")
+
+
+def test_lape_results_name_the_rule_and_report_saturation(tiny_dir, tmp_path, caplog):
+    base = [*base_overrides(tiny_dir, tmp_path / "cache"), "method=lape", "eval=none", "logger=none"]
+    cfg = OmegaConf.to_object(compose_cfg([*base, "top_k=1.0"]))
+    with caplog.at_level(logging.WARNING, logger="mathneuro"):
+        res = run_point(cfg, tmp_path / "all")
+    lape = res["selection"]["lape"]
+    assert res["point"]["share"] == "all" and lape["share"] == "all"
+    assert lape["num_kept"] == lape["num_neurons"] > lape["num_candidates"] > 0  # round(1.0 · all neurons)
+    assert lape["saturated"] is True and 0 < lape["saturation_top_k"] < 1
+    assert res["selection"]["num_selected"] <= lape["num_candidates"]
+    saturation = [r.getMessage() for r in caplog.records if "selects nothing new" in r.getMessage()]
+    assert len(saturation) == 1 and f"all {lape['num_candidates']:,} candidate neurons" in saturation[0]
+    on_disk = json.loads((tmp_path / "all" / "results.json").read_text())
+    assert on_disk["selection"]["lape"]["saturated"] is True
+    caplog.clear()
+    cfg = OmegaConf.to_object(compose_cfg([*base, "top_k=0.5", "method.share=candidates"]))
+    with caplog.at_level(logging.WARNING, logger="mathneuro"):
+        res = run_point(cfg, tmp_path / "candidates")
+    lape = res["selection"]["lape"]
+    assert res["point"]["share"] == "candidates"
+    assert lape["num_kept"] == int(0.5 * lape["num_candidates"]) and lape["saturated"] is False
+    assert not [r for r in caplog.records if "selects nothing new" in r.getMessage()]
+
+
+def test_resume_recomputes_lape_points_made_with_the_earlier_rule(tiny_dir, tmp_path):
+    base = [*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", "logger=none", "top_k=0.5"]
+    for method in ("lape", "mathneuro"):
+        cfg = OmegaConf.to_object(compose_cfg([*base, f"method={method}"]))
+        out = tmp_path / method
+        res = run_point(cfg, out)
+        old = json.loads((out / "results.json").read_text())
+        del old["config"]["method"]["share"]  # what results from before method.share look like
+        old["selection"].pop("lape", None)
+        (out / "results.json").write_text(json.dumps(old))
+        again = run_point(cfg, out)
+        if method == "lape":  # the earlier rule was the candidates' share: recomputed under share=all
+            assert not again.get("skipped") and again["selection"]["lape"]["share"] == "all"
+            assert again["selection"]["num_selected"] == res["selection"]["num_selected"]
+            assert run_point(cfg, out).get("skipped")  # now current: skipped
+        else:
+            assert again.get("skipped")
 
 
 def test_experiment_values_win_over_the_primary_config():

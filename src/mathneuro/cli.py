@@ -135,8 +135,23 @@ def _task(cfg: DictConfig) -> float:
     return float(objective) if objective is not None else float("nan")
 
 
+OPEN_MAPPINGS = ("eval.limits.",)  # config mappings whose keys are free (any task name)
+
+
+def open_mapping_overrides(args: list[str]) -> list[str]:
+    """``eval.limits.<task>=N`` -> ``++eval.limits.<task>=N``: keys of open mappings need no ``+``, whether or
+    not the composed config already has them (Hydra's struct mode would refuse a new key otherwise)."""
+    out = []
+    for arg in args:
+        if arg.startswith(OPEN_MAPPINGS) and "=" in arg:
+            arg = "++" + arg
+        out.append(arg)
+    return out
+
+
 def main() -> None:
     """Console entry point (``mathneuro`` and ``python -m mathneuro``)."""
+    sys.argv[1:] = open_mapping_overrides(sys.argv[1:])
     register_configs()
     if not OmegaConf.has_resolver("mathneuro_dirname"):
         OmegaConf.register_new_resolver("mathneuro_dirname", job_dirname)

@@ -17,7 +17,7 @@ from omegaconf import MISSING
 from mathneuro.data import DatasetConfig
 from mathneuro.evaluation import EvalConfig
 from mathneuro.intervention import check_scalar
-from mathneuro.methods import METHODS, check_fraction
+from mathneuro.methods import LAPE_SHARES, METHODS, check_fraction
 from mathneuro.targets import DEFAULT_PATTERN
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -49,6 +49,7 @@ class MethodConfig:
     reference: str = "mathneuro"  # random: whose per-matrix counts to match
     filter_rate: float = 0.95  # lape
     activation_bar: float = 0.95  # lape
+    share: str = "all"  # lape: top_k is a share of all MLP neurons (the original) or of the candidates
     targets: str = DEFAULT_PATTERN  # regex over module names of the scored linears
     include_lm_head: bool = False
 
@@ -131,6 +132,7 @@ def _check(cfg: Any) -> None:
         raise ConfigError(f"max_length: must be >= 1, got {cfg.max_length}")
     _allowed("method.name", cfg.method.name, METHODS)
     _allowed("method.reference", cfg.method.reference, ("mathneuro",))
+    _allowed("method.share", cfg.method.share, LAPE_SHARES)
     for key in ("filter_rate", "activation_bar"):
         value = getattr(cfg.method, key)
         if not 0 < value < 1:

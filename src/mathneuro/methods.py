@@ -5,7 +5,9 @@
 - ``wanda``: the paper's ablation — top-K of the math score alone, per matrix; ``wanda_row``:
   Wanda proper, |W|·sqrt(Σx²), top-K per output row.
 - ``random``: in every matrix exactly as many weights as a reference selection holds there.
-- ``lape``: MLP neurons specific to the math task by activation-probability entropy (SPEC §4).
+- ``lape``: MLP neurons specific to the math task by activation-probability entropy (SPEC §4);
+  top_k is a share of all MLP neurons as in the original (``share="all"``), or of the candidate
+  neurons (``share="candidates"``, the variant this project used first).
 
 Every method works one matrix at a time, so float32 scores for all parameters never coexist,
 and breaks ties by the lower flat index, so equal inputs give bit-identical selections.
@@ -137,9 +139,63 @@ def random_selection(
     return Selection(masks, method="random", meta={"seed": int(seed)})
 
 
+LAPE_SHARES = ("all", "candidates")
+
+
 def _kth_smallest(values: torch.Tensor, rank: int) -> torch.Tensor:
     rank = min(max(rank, 1), values.numel())
     return torch.kthvalue(values, rank).values
+
+
+def check_lape_share(share: str, key: str = "method.share") -> str:
+    """``share`` if it names a LAPE top-K rule (``all`` or ``candidates``), else a ValueError naming ``key``."""
+    if share not in LAPE_SHARES:
+        raise ValueError(f"{key}: unknown value {share!r}; allowed: {', '.join(LAPE_SHARES)}")
+    return share
+
+
+def lape_keep_count(top_k: float, num_neurons: int, num_candidates: int, share: str = "all") -> int:
+    """How many lowest-entropy neurons LAPE keeps at ``top_k``.
+
+    ``share="all"`` (the original, RUCAIBox ``identify.py``): round(top_k · all MLP neurons), Python's
+    round (half to even), as the original computes it. ``share="candidates"`` (a variant this
+    project used first): floor(top_k · candidates).
+    """
+    check_lape_share(share)
+    if share == "all":
+        return int(round(top_k * num_neurons))
+    return topk_count(num_candidates, top_k)
+
+
+def _smallest_top_k_keeping(count: int, num_neurons: int) -> float:
+    """The smallest float K with round(K · num_neurons) >= count (Python's round: half to even)."""
+    k = (count - 0.5) / num_neurons
+    while k > 0 and round(math.nextafter(k, 0) * num_neurons) >= count:
+        k = math.nextafter(k, 0)
+    while round(k * num_neurons) < count:
+        k = math.nextafter(k, math.inf)
+    return min(k, 1.0)
+
+
+def lape_min_top_k(num_neurons: int) -> float:
+    """The smallest top-K at which LAPE's original rule keeps at least one neuron: round(K · N) >= 1,
+    just above 0.5 / N. Whether a kept neuron is the math task's still depends on the statistics."""
+    if num_neurons < 1:
+        raise ValueError(f"num_neurons: must be >= 1, got {num_neurons}")
+    return _smallest_top_k_keeping(1, num_neurons)
+
+
+def lape_saturation_top_k(num_neurons: int, num_candidates: int, share: str = "all") -> float | None:
+    """The smallest top-K from which LAPE keeps every candidate, so a larger K selects nothing new.
+
+    ``all``: the smallest K with round(K · N) >= candidates; ``candidates``: 1.0. None without candidates.
+    """
+    check_lape_share(share)
+    if num_candidates < 1:
+        return None
+    if share == "candidates":
+        return 1.0
+    return _smallest_top_k_keeping(num_candidates, num_neurons)
 
 
 def lape_selection(
@@ -148,15 +204,23 @@ def lape_selection(
     top_k: float,
     filter_rate: float = 0.95,
     activation_bar: float = 0.95,
+    share: str = "all",
 ) -> Selection:
     """The math task's neurons by LAPE (Tang et al. 2024), SPEC §4.
 
     p[n, t] = share of task t's tokens with activation > 0. Candidates: neurons where some
-    task's p exceeds the ``filter_rate`` quantile of all p. Keep the ``top_k`` fraction of
-    candidates with the lowest entropy of p normalised over tasks; a kept neuron belongs to
-    every task whose p exceeds the ``activation_bar`` quantile. Returns task 0's (math) neurons.
+    task's p exceeds the ``filter_rate`` quantile of all p; the others get entropy +inf. Keep
+    the lowest-entropy neurons (ties: lower flat index first): round(``top_k`` · all MLP neurons)
+    of them with ``share="all"`` (the original rule), floor(``top_k`` · candidates) with
+    ``share="candidates"``. A kept neuron belongs to every task whose p exceeds the
+    ``activation_bar`` quantile; kept non-candidates drop out there unless ``activation_bar`` is
+    below ``filter_rate`` (as in the original). Returns task 0's (math) neurons.
+
+    ``meta`` says which rule ran and whether it saturated: ``saturated`` is true when every
+    candidate is kept, so a larger ``top_k`` selects nothing new (``saturation_top_k``: from where).
     """
     check_fraction(top_k)
+    check_lape_share(share)
     if not others:
         raise ValueError("method=lape needs at least one filter dataset to contrast with")
     tasks = [task, *others]
@@ -171,8 +235,9 @@ def lape_selection(
     entropy = -(normed * torch.log(normed.clamp_min(1e-300))).sum(dim=1)
     flat = probs.reshape(-1)
     candidate = (probs > _kth_smallest(flat, round(flat.numel() * filter_rate))).any(dim=1)
+    num_neurons = probs.shape[0]
     num_candidates = int(candidate.sum())
-    n_keep = topk_count(num_candidates, top_k)
+    n_keep = min(lape_keep_count(top_k, num_neurons, num_candidates, share), num_neurons)
     entropy = torch.where(candidate, entropy, torch.full_like(entropy, math.inf))
     kept = torch.sort(entropy, stable=True).indices[:n_keep]
     bar = _kth_smallest(flat, round(flat.numel() * activation_bar))
@@ -184,6 +249,23 @@ def lape_selection(
         local = mine[(mine >= offset) & (mine < offset + size)] - offset
         neurons[module] = local.to(torch.int64)
         offset += size
-    meta = {"top_k": top_k, "filter_rate": filter_rate, "activation_bar": activation_bar,
-            "num_candidates": num_candidates, "num_kept": int(n_keep)}
+    saturation = lape_saturation_top_k(num_neurons, num_candidates, share)
+    meta = {"top_k": top_k, "share": share, "rule": LAPE_RULES[share],
+            "filter_rate": filter_rate, "activation_bar": activation_bar,
+            "num_neurons": num_neurons, "num_candidates": num_candidates, "num_kept": int(n_keep),
+            "num_kept_candidates": min(int(n_keep), num_candidates),
+            "saturated": num_candidates > 0 and n_keep >= num_candidates, "saturation_top_k": saturation}
     return Selection(neurons=neurons, method="lape", meta=meta)
+
+
+LAPE_RULES = {"all": "round(top_k * all MLP neurons), lowest entropy",
+              "candidates": "floor(top_k * candidates), lowest entropy"}
+
+
+def lape_saturation_message(meta: dict) -> str | None:
+    """One line saying that a LAPE selection kept every candidate (a larger top_k adds nothing), else None."""
+    if not meta.get("saturated"):
+        return None
+    return (f"lape: top_k {meta['top_k']} keeps all {meta['num_candidates']:,} candidate neurons "
+            f"(share={meta['share']}; saturated from top_k {meta['saturation_top_k']:.6g}): "
+            "a larger top_k selects nothing new")

@@ -17,6 +17,7 @@ import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -25,9 +26,16 @@ from mathneuro import __version__
 from mathneuro.cache import StatisticsCache, cached_statistics
 from mathneuro.config import Config, ConfigError, validate
 from mathneuro.data import draw_samples, load_records, render, sample_ids_hash
+from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, samples_summary, write_samples
 from mathneuro.export import export_edited_model
 from mathneuro.intervention import apply_intervention
-from mathneuro.methods import lape_selection, mathneuro_selection, random_selection, wanda_selection
+from mathneuro.methods import (
+    lape_saturation_message,
+    lape_selection,
+    mathneuro_selection,
+    random_selection,
+    wanda_selection,
+)
 from mathneuro.models import load_model, model_identity
 from mathneuro.preflight import check_model_source, check_top_k, check_writable_dir, refuse_empty_selection
 from mathneuro.recording import (
@@ -115,7 +123,11 @@ class Workbench:
 
         if name == "lape":
             sel = lape_selection(stats_of(task), [stats_of(f) for f in filters], top_k,
-                                 filter_rate=method.filter_rate, activation_bar=method.activation_bar)
+                                 filter_rate=method.filter_rate, activation_bar=method.activation_bar,
+                                 share=getattr(method, "share", "all"))
+            message = lape_saturation_message(sel.meta)
+            if message:
+                log.warning(message)
             return sel, keys
         weights = weight_parameters(targets)
         task_stats = stats_of(task)
@@ -139,15 +151,31 @@ class Workbench:
             self.evaluators[key] = Evaluator(self.model, self.tokenizer, eval_cfg)
         return self.evaluators[key]
 
-    def baseline(self, eval_cfg: Any) -> dict[str, float]:
-        """Metrics of the unedited model, computed once per model and eval config (memory, then disk)."""
+    def baseline_samples_dir(self, eval_cfg: Any) -> Path | None:
+        """Where the unedited model's per-example records for ``eval_cfg`` live (None without a cache dir)."""
         key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
-        if key in self.baselines:
+        return self.cache.root / "baselines" / key / SAMPLES_DIR if self.cache.root else None
+
+    def baseline(self, eval_cfg: Any, samples_dir: Path | None = None) -> dict[str, float]:
+        """Metrics of the unedited model, computed once per model and eval config (memory, then disk).
+
+        With ``eval_cfg.log_samples`` and a ``samples_dir``, its per-example records are written there
+        once too (the baseline is evaluated again only if they are missing).
+        """
+        key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
+        need_samples = bool(eval_cfg.log_samples and samples_dir is not None
+                            and not (samples_dir / SAMPLES_COMPLETE).exists())
+        if key in self.baselines and not need_samples:
             return self.baselines[key]
         path = self.cache.root / "baselines" / f"{key}.json" if self.cache.root else None
-        metrics = _read_baseline(path, self.identity) if path is not None and path.exists() else None
+        metrics = None
+        if path is not None and path.exists() and not need_samples:
+            metrics = _read_baseline(path, self.identity)
         if metrics is None:
-            metrics = self.evaluator(eval_cfg).evaluate()
+            evaluator = self.evaluator(eval_cfg)
+            metrics = evaluator.evaluate()
+            if need_samples:
+                write_samples(samples_dir, evaluator.last_samples, evaluator.last_sample_kinds)
             if path is not None:
                 write_json_atomic(path, {"metrics": metrics, "model": self.identity, "eval": _plain(eval_cfg)})
         self.baselines[key] = metrics
@@ -249,11 +277,24 @@ def objective_value(cfg: Config, metrics: dict, baseline: dict) -> float:
 
 def point_summary(cfg: Config) -> dict:
     """The few config values that identify a sweep point in reports."""
-    return {
+    point = {
         "model": cfg.model.name, "task": cfg.task.name, "filter": cfg.filter.name, "method": cfg.method.name,
         "top_k": cfg.top_k, "intervention": cfg.intervention.name, "scalar": cfg.intervention.scalar,
         "seed": cfg.seed, "num_samples": cfg.num_samples,
     }
+    if cfg.method.name == "lape":
+        point["share"] = cfg.method.share  # which top-K rule (SPEC §4)
+    return point
+
+
+def stale_reason(done: dict, cfg: Config) -> str | None:
+    """Why complete results of a point no longer answer ``cfg`` (None: they do). LAPE results written
+    before ``method.share`` existed used the candidates' share, so they are stale under ``share=all``."""
+    if cfg.method.name == "lape":
+        recorded = ((done.get("config") or {}).get("method") or {}).get("share", "candidates")
+        if recorded != cfg.method.share:
+            return f"made with method.share={recorded}, this run asks for {cfg.method.share}"
+    return None
 
 
 def export_card(cfg: Config, selection_summary: dict) -> dict:
@@ -288,7 +329,10 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     output_dir = Path(output_dir)
     if cfg.resume:
         done = read_complete_results(output_dir)
-        if done is not None:
+        stale = stale_reason(done, cfg) if done is not None else None
+        if stale:
+            log.warning("%s: complete results found but %s; recomputing this point", output_dir, stale)
+        elif done is not None:
             log.info("%s: complete results found, skipping this point", output_dir)
             done["skipped"] = True
             return done
@@ -345,9 +389,11 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
                 {n: tuple(mod.weight.shape) for n, mod in bench.targets(cfg.method).items()})
         evaluate = cfg.eval.is_enabled()
         baseline: dict[str, float] = {}
+        baseline_samples = None
         if evaluate and cfg.baseline and cfg.eval.baseline:
             t0 = time.perf_counter()
-            baseline = bench.baseline(cfg.eval)
+            baseline_samples = bench.baseline_samples_dir(cfg.eval) or output_dir / "baseline_samples"
+            baseline = bench.baseline(cfg.eval, baseline_samples)
             stage("baseline_evaluation", t0)
         num_parameters = sum(p.numel() for p in bench.model.parameters())
         if selection.neurons:
@@ -356,6 +402,8 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
             num_scored = sum(int(m.weight.numel()) for m in bench.targets(cfg.method).values())
         summary = selection.summary(num_scored=num_scored, num_parameters=num_parameters)
         summary["top_k"] = cfg.top_k
+        if selection.method == "lape":
+            summary["lape"] = dict(selection.meta)  # the rule, candidates, kept, saturated (SPEC §4)
 
         metrics: dict[str, float] = {}
         t0 = time.perf_counter()
@@ -371,10 +419,20 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
                 t0 = time.perf_counter()
                 metrics = bench.evaluator(cfg.eval).evaluate()
                 stage("evaluation", t0)
+                if cfg.eval.log_samples:
+                    ev = bench.evaluator(cfg.eval)
+                    write_samples(output_dir / SAMPLES_DIR, ev.last_samples, ev.last_sample_kinds)
         finally:
             handle.undo()
         if cfg.save_selection:
             selection.save(output_dir / "selection.safetensors")
+            if cfg.method.name == "mathneuro":  # its math top-K set too (data efficiency of both sets)
+                wanda = SimpleNamespace(name="wanda", targets=cfg.method.targets,
+                                        include_lm_head=cfg.method.include_lm_head)  # = the math top-K
+                topk, _ = bench.select(wanda, task, [], top_k=cfg.top_k, seed=cfg.seed,
+                                       max_length=cfg.max_length, batch_size=cfg.batch_size, progress=False)
+                topk.method, topk.meta["set"] = "mathneuro_topk", "math top-K (M before the filter)"
+                topk.save(output_dir / "selection_topk.safetensors")
         timings["total"] = round(time.perf_counter() - t_start, 3)
         results = {
             "status": "complete",
@@ -391,6 +449,9 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
             "versions": _versions(),
         }
         results["objective"] = objective_value(cfg, metrics, baseline)
+        if evaluate and cfg.eval.log_samples:
+            ev = bench.evaluator(cfg.eval)
+            results["samples"] = samples_summary(output_dir, baseline_samples, ev.last_sample_kinds)
         write_json_atomic(output_dir / RESULTS_FILE, results)
         wandb_run.summary({k: v for k, v in tidy_row(results).items() if isinstance(v, (int, float))}
                           | {f"time/{k}": v for k, v in timings.items()})

@@ -137,10 +137,21 @@ def wikitext_doc_to_target(doc: dict) -> str:
 
 
 def math_process_docs(dataset: datasets.Dataset) -> datasets.Dataset:
-    """Add ``answer``: the normalised content of the solution's last ``\\boxed{}``."""
+    """Add ``gold_latex`` (the solution's last ``\\boxed{}``) and ``answer`` (its normalised form)."""
     from mathneuro.eval_tasks.scoring import last_boxed, normalize_math_answer
 
-    return dataset.map(lambda d: {"answer": normalize_math_answer(last_boxed(d["solution"]) or "")})
+    def gold(d: dict) -> dict:
+        boxed = last_boxed(d["solution"]) or ""
+        return {"gold_latex": boxed, "answer": normalize_math_answer(boxed)}
+
+    return dataset.map(gold)
+
+
+def math500_process_docs(dataset: datasets.Dataset) -> datasets.Dataset:
+    """MATH-500 (HuggingFaceH4 layout) already has the final ``answer``: keep it as ``gold_latex``, normalise it."""
+    from mathneuro.eval_tasks.scoring import normalize_math_answer
+
+    return dataset.map(lambda d: {"gold_latex": str(d["answer"]), "answer": normalize_math_answer(str(d["answer"]))})
 
 
 def math_doc_to_text(doc: dict) -> str:

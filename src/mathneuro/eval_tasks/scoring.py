@@ -109,7 +109,7 @@ def _as_number(s: str) -> float | None:
         return None
 
 
-def math_answers_equal(predicted: str, gold: str) -> bool:
+def math_strings_equal(predicted: str, gold: str) -> bool:
     """Equal as normalised strings, or as numbers (integers, decimals, ``\\frac{a}{b}``, ``a/b``)."""
     if predicted == gold:
         return True
@@ -126,9 +126,32 @@ def math_final_answer(generation: str) -> str | None:
     return last_boxed(generation)
 
 
+def math_answer_filter(resps: list[list[str]], docs: list[dict]) -> list[str]:
+    """lm-eval ``custom`` filter: each document's (first) generation -> its final answer (:func:`math_final_answer`;
+    "" if none), as lm-eval's ``take_first`` keeps one response per document."""
+    return [(math_final_answer(rs[0] if isinstance(rs, list) else rs) or "").strip() if rs else "" for rs in resps]
+
+
+def math_answer_process_results(doc: dict, results: list[str]) -> dict[str, float]:
+    """As :func:`math_process_results`, for an answer already extracted by :func:`math_answer_filter`."""
+    from mathneuro.evaluation.math_equivalence import math_answers_equal
+
+    predicted = results[0].strip() if results and results[0] else ""
+    if not predicted:
+        return {"exact_match": 0.0, "math_verify": 0.0}
+    gold = doc.get("gold_latex") or doc["answer"]
+    return {"exact_match": float(math_strings_equal(normalize_math_answer(predicted), doc["answer"])),
+            "math_verify": float(math_answers_equal(predicted.strip("$"), gold))}
+
+
 def math_process_results(doc: dict, results: list[str]) -> dict[str, float]:
-    """Exact match of the normalised final answer with the normalised boxed gold (strings or numbers)."""
+    """``exact_match``: the normalised final answer equals the normalised boxed gold (strings or numbers);
+    ``math_verify``: the two are equal symbolically (:func:`mathneuro.evaluation.math_answers_equal`)."""
+    from mathneuro.evaluation.math_equivalence import math_answers_equal
+
     predicted = math_final_answer(results[0])
     if predicted is None:
-        return {"exact_match": 0.0}
-    return {"exact_match": float(math_answers_equal(normalize_math_answer(predicted), doc["answer"]))}
+        return {"exact_match": 0.0, "math_verify": 0.0}
+    gold = doc.get("gold_latex") or doc["answer"]
+    return {"exact_match": float(math_strings_equal(normalize_math_answer(predicted), doc["answer"])),
+            "math_verify": float(math_answers_equal(predicted.strip().strip("$"), gold))}

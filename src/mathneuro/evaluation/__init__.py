@@ -11,11 +11,11 @@ from mathneuro.evaluation.config import (
     GenerationProbeConfig,
     MultipleChoiceConfig,
     PerplexityConfig,
-    TaskLimits,
     validate_config,
 )
 from mathneuro.evaluation.evaluator import Evaluator, metric_key
 from mathneuro.evaluation.harness import flatten_lm_eval_metrics, preserved_rng, stderr_key
+from mathneuro.evaluation.math_equivalence import math_answers_equal
 from mathneuro.evaluation.tasks import (
     DATA_DIR_ENV,
     HARNESS_TASKS,
@@ -30,7 +30,7 @@ from mathneuro.evaluation.tasks import (
 
 __all__ = [
     "ArithConfig", "DATA_DIR_ENV", "EvalConfig", "Evaluator", "GenerationProbeConfig", "HARNESS_TASKS",
-    "MultipleChoiceConfig", "PROBES", "PerplexityConfig", "TASKS", "TASK_NAMES", "TaskLimits", "TaskSpec",
-    "flatten_lm_eval_metrics", "kind_of", "lm_eval_name", "local_tasks_dir", "metric_key", "preserved_rng",
+    "MultipleChoiceConfig", "PROBES", "PerplexityConfig", "TASKS", "TASK_NAMES", "TaskSpec",
+    "flatten_lm_eval_metrics", "kind_of", "lm_eval_name", "local_tasks_dir", "math_answers_equal", "metric_key", "preserved_rng",
     "stderr_key", "validate_config",
 ]

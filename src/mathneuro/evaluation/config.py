@@ -9,14 +9,13 @@ before any model loads. The defaults are the paper's evaluation (SPEC.md §5).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from mathneuro.evaluation.tasks import (
     DATA_DIR_ENV,
     PROBES,
-    TASK_NAMES,
     TASKS,
     missing_files,
     missing_modules,
@@ -40,12 +39,12 @@ class ArithConfig:
 
 @dataclass
 class GenerationProbeConfig:
-    """GSM8K-style probe: chain-of-thought generation, answer = first "The answer is N", else the last number."""
+    """``gsm8k_gen``: lm-eval's ``gsm8k_cot`` (prompt, stops, strict/flexible filters) on this problem file."""
 
     file: Optional[str] = None  # .jsonl with question/answer; None: <data_dir>/gsm8k/test.jsonl, else our word problems
-    num_fewshot: int = 8  # worked examples in the shared prefix (lm-eval's gsm8k_cot exemplars)
-    max_new_tokens: int = 256
-    reuse_prefix_cache: bool = True  # compute the shared few-shot prefix once per batch (same answers, faster)
+    num_fewshot: int = 8  # lm-eval gsm8k_cot exemplars before each question
+    max_new_tokens: int = 256  # lm-eval max_gen_toks of this run
+    reuse_prefix_cache: bool = True  # with eval.prefix_cache: the shared few-shot prefix computed once (PrefixCacheHFLM)
 
 
 @dataclass
@@ -63,29 +62,8 @@ class PerplexityConfig:
     max_length: int = 512
 
 
-@dataclass
-class TaskLimits:
-    """Per-task ``limit`` (examples; a fraction if < 1); None falls back to ``eval.limit``."""
-
-    gsm8k_cot: Optional[float] = 200
-    gsm8k: Optional[float] = None
-    minerva_math: Optional[float] = None
-    mathqa: Optional[float] = None
-    egsm: Optional[float] = None
-    race: Optional[float] = None
-    mmlu: Optional[float] = None
-    hellaswag: Optional[float] = None
-    piqa: Optional[float] = None
-    winogrande: Optional[float] = None
-    wikitext: Optional[float] = None
-    mutual: Optional[float] = None
-    mutual_plus: Optional[float] = None
-    gsm8k_gen: Optional[float] = None
-    mc: Optional[float] = None
-    ppl: Optional[float] = None
-
-
-LIMITABLE = tuple(f.name for f in fields(TaskLimits))
+# The per-task limits of the paper's evaluation (SPEC.md §5): GSM8K-CoT on 200 problems.
+DEFAULT_LIMITS: dict[str, Optional[float]] = {"gsm8k_cot": 200}
 
 
 @dataclass
@@ -95,13 +73,14 @@ class EvalConfig:
     name: str = "paper"
     tasks: list[str] = field(default_factory=lambda: ["gsm8k_cot", "race", "mmlu"])  # empty: evaluation off
     limit: Optional[float] = None  # examples per task (per subtask for groups such as mmlu); < 1: a fraction
-    limits: TaskLimits = field(default_factory=TaskLimits)
+    limits: dict[str, Optional[float]] = field(default_factory=lambda: dict(DEFAULT_LIMITS))  # task -> limit
     num_fewshot: Optional[int] = None  # harness tasks only; tasks fixed at 0 shots stay at 0 (lm-eval's rule)
     batch_size: int = 8  # set on the HFLM wrapper and used by the probes
     data_dir: Optional[str] = None  # local copies laid out like ../shared/data (else $MATHNEURO_DATA_DIR, else Hub)
     baseline: bool = True  # also evaluate the unedited model (the runner caches it per model + eval config)
     bootstrap_iters: int = 1000  # lm-eval stderr: closed form for means; bootstrap for perplexities; 0: none
     max_gen_toks: Optional[int] = None  # cap on generated tokens for lm-eval generation tasks
+    prefix_cache: bool = True  # generation tasks: the prompt prefix shared by a batch is computed once (false: plain HFLM)
     max_length: Optional[int] = None  # HFLM context length (None: from the model config)
     softmax_dtype: Optional[str] = "float32"  # HFLM log-softmax dtype; null: the model's (bf16 rounds log-probs)
     apply_chat_template: bool = False
@@ -110,6 +89,8 @@ class EvalConfig:
     fewshot_seed: int = 1234  # lm-eval's few-shot sampler seed (lm-eval's default)
     math_tasks: list[str] = field(default_factory=list)  # override the table: count these as math
     nonmath_tasks: list[str] = field(default_factory=list)  # ... and these as non-math
+    include_path: Any = None  # folder or list of folders of the user's own lm-eval task YAMLs
+    log_samples: bool = False  # write <run dir>/samples/<task>.jsonl: per-example metrics (and answers)
     progress: bool = True  # tqdm bars in the probes
     arith: ArithConfig = field(default_factory=ArithConfig)
     gsm8k_gen: GenerationProbeConfig = field(default_factory=GenerationProbeConfig)
@@ -147,6 +128,10 @@ class EvalConfig:
         data.pop("baseline")
         data["data_dir"] = str(self.resolved_data_dir()) if self.resolved_data_dir() else None
         data["tasks"] = list(self.tasks)
+        data.pop("log_samples")  # records are a by-product; the scores do not depend on them
+        data["limits"] = {k: v for k, v in sorted((self.limits or {}).items()) if v is not None}
+        data["include_path"] = [str(p) for p in self.include_paths()]
+        data["include_files"] = _folder_digest(self.include_paths())
         data["lm_eval"] = lm_eval_version
         blob = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
@@ -159,9 +144,16 @@ class EvalConfig:
         """``data_dir``, else ``$MATHNEURO_DATA_DIR``, as an absolute path; None when neither is set."""
         return resolve_data_dir(self.data_dir)
 
+    def include_paths(self) -> list[Path]:
+        """``include_path`` as absolute folders, relative ones resolved against the directory the command
+        was started in (Hydra's original working directory)."""
+        from mathneuro.evaluation.task_index import include_paths
+
+        return include_paths(self.include_path)
+
     def limit_for(self, task: str) -> float | int | None:
-        """The example limit of ``task``: ``limits.<task>`` if set, else ``limit``; ints stay ints."""
-        value = getattr(self.limits, task, None) if task in LIMITABLE else None
+        """The example limit of ``task``: ``limits[task]`` if set, else ``limit``; ints stay ints."""
+        value = (self.limits or {}).get(task)
         if value is None:
             value = self.limit
         if value is None:
@@ -171,24 +163,23 @@ class EvalConfig:
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
         """Raise ``ValueError`` (one line: key and allowed values) on the first bad value; else return None."""
-        allowed = ", ".join(TASK_NAMES)
+        from mathneuro.evaluation.task_index import check_task_names
+
+        folders = self._validate_include_path()
         seen: set[str] = set()
         for task in self.tasks:
-            if task not in TASKS:
-                raise ValueError(f"eval.tasks: unknown task {task!r}; allowed: {allowed}")
+            if not isinstance(task, str) or not task:
+                raise ValueError(f"eval.tasks: task names are non-empty strings, got {task!r}")
             if task in seen:
                 raise ValueError(f"eval.tasks: task {task!r} is listed twice")
             seen.add(task)
-        for key in ("math_tasks", "nonmath_tasks"):
-            for task in getattr(self, key):
-                if task not in TASKS:
-                    raise ValueError(f"eval.{key}: unknown task {task!r}; allowed: {allowed}")
+        check_task_names(list(self.tasks), folders)
         both = set(self.math_tasks) & set(self.nonmath_tasks)
         if both:
             raise ValueError(f"eval.math_tasks: {sorted(both)[0]!r} is also in eval.nonmath_tasks; pick one")
         _check_limit("eval.limit", self.limit)
-        for key in LIMITABLE:
-            _check_limit(f"eval.limits.{key}", getattr(self.limits, key))
+        for key, value in (self.limits or {}).items():
+            _check_limit(f"eval.limits.{key}", value)
         if self.num_fewshot is not None and self.num_fewshot < 0:
             raise ValueError(f"eval.num_fewshot: must be >= 0 or null, got {self.num_fewshot}")
         _check_min("eval.batch_size", self.batch_size, 1)
@@ -202,6 +193,16 @@ class EvalConfig:
                              "allowed: float32, float64, bfloat16, float16, null")
         self._validate_probes()
         self._validate_data()
+
+    def _validate_include_path(self) -> list[Path]:
+        value = self.include_path
+        if value is not None and not isinstance(value, (str, list, tuple)):
+            raise ValueError(f"eval.include_path: a folder or a list of folders, got {value!r}")
+        folders = self.include_paths()
+        for raw, folder in zip([value] if isinstance(value, str) else list(value or []), folders, strict=True):
+            if not folder.is_dir():
+                raise ValueError(f"eval.include_path: no such directory {str(raw)!r} (resolved to {str(folder)!r})")
+        return folders
 
     def _validate_probes(self) -> None:
         a = self.arith
@@ -226,12 +227,21 @@ class EvalConfig:
                 raise ValueError(f"eval.{key}: no such file {path!r}")
 
     def _validate_data(self) -> None:
-        harness = [t for t in self.tasks if t not in PROBES]
+        harness = [t for t in self.tasks if t in TASKS and t not in PROBES]
         if self.data_dir is not None and not Path(self.data_dir).expanduser().is_dir():
             raise ValueError(f"eval.data_dir: no such directory {self.data_dir!r}")
         data_dir = self.resolved_data_dir()
         if data_dir is not None and not data_dir.is_dir():
             raise ValueError(f"eval.data_dir: ${DATA_DIR_ENV} names no directory ({str(data_dir)!r})")
+        others = [t for t in self.tasks if t not in TASKS]
+        if others and data_dir is None:
+            from mathneuro.evaluation.task_index import local_task_names
+
+            ours = local_task_names()
+            for task in others:
+                if task in ours:
+                    raise ValueError(f"eval.tasks: {task!r} is one of mathneuro's local tasks and reads files; set "
+                                     f"eval.data_dir (or ${DATA_DIR_ENV}) to a folder laid out like ../shared/data")
         for task in harness:
             spec = TASKS[task]
             if data_dir is not None:
@@ -254,9 +264,31 @@ def validate_config(cfg: Any) -> None:
     EvalConfig.coerce(cfg).validate()
 
 
+def _folder_digest(folders: list[Path]) -> str | None:
+    """A hash of the task files (YAML and Python helpers) under ``folders``: edited user tasks change it."""
+    if not folders:
+        return None
+    import hashlib
+
+    digest = hashlib.sha256()
+    for folder in folders:
+        for path in sorted(folder.glob("**/*")):
+            if not path.is_file():
+                continue
+            digest.update(str(path.relative_to(folder)).encode())
+            if path.suffix in (".yaml", ".yml", ".py"):
+                digest.update(path.read_bytes())
+            else:  # data files: size and modification time (they may be large)
+                stat = path.stat()
+                digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
 def _check_limit(key: str, value: float | None) -> None:
     if value is None:
         return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{key}: must be a number (a count, or a fraction below 1) or null, got {value!r}")
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{key}: must be > 0 (a count, or a fraction below 1) or null, got {value!r}")
 

@@ -2,7 +2,11 @@
 
 Built once per process per loaded model; the runner calls :meth:`Evaluator.evaluate` on the
 unedited model (baseline) and again after each intervention. Metric names are flat:
-``<math|nonmath>/<task>/<metric>`` with lm-eval's metric names and ``<metric>_stderr``.
+``<math|nonmath>/<task>/<metric>`` with lm-eval's metric names and ``<metric>_stderr``; a group
+reports its aggregate under its own name and every subgroup / subtask under theirs (same side).
+A task outside our table and outside ``eval.math_tasks`` / ``eval.nonmath_tasks`` counts as
+non-math; the process says so once per task. With ``eval.log_samples`` the per-example records
+of every evaluated harness task land in ``last_samples`` (the probes, our own code, write none).
 """
 
 from __future__ import annotations
@@ -20,8 +24,7 @@ from mathneuro.evaluation.harness import Harness, preserved_rng
 from mathneuro.evaluation.probes import (
     apply_limit,
     arith_probe,
-    gsm8k_probe,
-    gsm8k_records,
+    gsm8k_file,
     mc_probe,
     mc_records,
     ppl_probe,
@@ -30,6 +33,7 @@ from mathneuro.evaluation.probes import (
 from mathneuro.evaluation.tasks import TASKS, kind_of
 
 log = logging.getLogger(__name__)
+_SIDE_NOTED: set[str] = set()  # tasks whose side was guessed, already reported in this process
 
 
 def metric_key(kind: str, task: str, metric: str) -> str:
@@ -61,6 +65,9 @@ class Evaluator:
         self.last_seconds: dict[str, float] = {}
         self.last_num_examples: dict[str, int] = {}
         self.last_raw: dict[str, dict[str, Any]] = {}
+        self.last_samples: dict[str, list[dict[str, Any]]] = {}
+        self.last_sample_kinds: dict[str, str] = {}
+        self._last_subtasks: dict[str, dict[str, dict[str, float]]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -76,7 +83,19 @@ class Evaluator:
 
     def kind(self, task: str) -> str:
         """``"math"`` or ``"nonmath"``: the task table, unless ``eval.math_tasks`` / ``eval.nonmath_tasks`` say otherwise."""
+        if task not in TASKS and task not in self.cfg.math_tasks and task not in self.cfg.nonmath_tasks:
+            if task not in _SIDE_NOTED:
+                _SIDE_NOTED.add(task)
+                log.warning("eval: task %r is in neither mathneuro's task table nor eval.math_tasks / "
+                            "eval.nonmath_tasks: counted as non-math", task)
         return kind_of(task, self.cfg.math_tasks, self.cfg.nonmath_tasks)
+
+    def _sub_kind(self, subtask: str, parent_kind: str) -> str:
+        if subtask in self.cfg.math_tasks:
+            return "math"
+        if subtask in self.cfg.nonmath_tasks:
+            return "nonmath"
+        return parent_kind
 
     def evaluate(self) -> dict[str, float]:
         """Every task of the config on the model as it is now: ``{"<kind>/<task>/<metric>": value}``.
@@ -87,6 +106,7 @@ class Evaluator:
         """
         metrics: dict[str, float] = {}
         self.last_seconds, self.last_num_examples, self.last_raw = {}, {}, {}
+        self.last_samples, self.last_sample_kinds, self._last_subtasks = {}, {}, {}
         if not self.enabled:
             return metrics
         with preserved_rng(), _eval_mode(self.model):
@@ -94,15 +114,22 @@ class Evaluator:
                 values = self.evaluate_task(task)
                 kind = self.kind(task)
                 metrics.update({metric_key(kind, task, m): v for m, v in values.items()})
+                for sub, sub_values in self._last_subtasks.get(task, {}).items():
+                    sub_kind = self._sub_kind(sub, kind)
+                    metrics.update({metric_key(sub_kind, sub, m): v for m, v in sub_values.items()})
+                for sub in [s for s in self.last_samples if s not in self.last_sample_kinds]:
+                    self.last_sample_kinds[sub] = self._sub_kind(sub, kind)
         return metrics
 
     def evaluate_task(self, task: str) -> dict[str, float]:
         """One task's metrics (names without the ``<kind>/<task>/`` prefix)."""
         start = time.perf_counter()
-        if TASKS[task].harness:
+        if task not in TASKS or TASKS[task].harness:
             run = self.harness.run(task)
             self.last_num_examples[task] = run.num_examples
             self.last_raw[task] = run.raw
+            self._last_subtasks[task] = run.subtasks
+            self.last_samples.update(run.samples)
             values = run.metrics
         else:
             with preserved_rng(), torch.no_grad():
@@ -115,10 +142,10 @@ class Evaluator:
     def _data(self, task: str):
         if task not in self._probe_data:
             limit = self.cfg.limit_for(task)
-            if task == "gsm8k_gen":
-                from mathneuro.eval_tasks.fewshot import gsm8k_cot
+            if task == "gsm8k_gen":  # lm-eval's gsm8k_cot on the probe's problems (mathneuro.evaluation.gsm8k_alias)
+                from mathneuro.evaluation.gsm8k_alias import Gsm8kGen
 
-                data = (apply_limit(gsm8k_records(self.cfg.gsm8k_gen, self.data_dir), limit), gsm8k_cot())
+                data = Gsm8kGen(self.model, self.tokenizer, self.cfg, gsm8k_file(self.cfg.gsm8k_gen, self.data_dir))
             elif task == "mc":
                 data = apply_limit(mc_records(self.cfg.mc.file), limit)
             elif task == "ppl":
@@ -135,10 +162,10 @@ class Evaluator:
             return arith_probe(self.model, self.tokenizer, cfg.arith, batch_size=bs, progress=progress)
         data = self._data(task)
         if task == "gsm8k_gen":
-            records, exemplars = data
-            self.last_num_examples[task] = len(records)
-            return gsm8k_probe(self.model, self.tokenizer, records, exemplars, cfg.gsm8k_gen, batch_size=bs,
-                               progress=progress)
+            run = data.run()
+            self.last_num_examples[task] = run.num_examples
+            self.last_raw[task] = run.raw
+            return run.metrics
         self.last_num_examples[task] = len(data)
         if task == "mc":
             return mc_probe(self.model, self.tokenizer, data, batch_size=bs, progress=progress)

@@ -14,7 +14,7 @@ import logging
 import random
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,8 @@ import numpy as np
 import torch
 
 from mathneuro.evaluation.config import EvalConfig
+from mathneuro.evaluation.samples import records_from_lm_eval
+from mathneuro.evaluation.task_index import needs_lm_eval_tasks
 from mathneuro.evaluation.tasks import TASKS, lm_eval_name, local_tasks_dir
 
 log = logging.getLogger(__name__)
@@ -88,12 +90,41 @@ def flatten_lm_eval_metrics(entry: dict[str, Any]) -> dict[str, float]:
 
 @dataclass
 class HarnessRun:
-    """One task's harness result: flat metrics, examples evaluated, seconds, and lm-eval's raw entry."""
+    """One task's harness result: flat metrics, examples evaluated, seconds, and lm-eval's raw entry.
+
+    ``subtasks``: the flat metrics of every subtask and subgroup of a group (or every task of a tag),
+    by name; ``samples``: per-example records of every evaluated leaf task (``eval.log_samples``).
+    """
 
     metrics: dict[str, float]
     num_examples: int
     seconds: float
     raw: dict[str, Any]
+    subtasks: dict[str, dict[str, float]] = field(default_factory=dict)
+    samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+_TASK_MANAGERS: dict[tuple, Any] = {}
+
+
+def shared_task_manager(folders: list[Path], include_defaults: bool, metadata: dict[str, Any] | None):
+    """One lm-eval ``TaskManager`` per process for these folders and metadata (indexing lm-eval's own
+    tasks takes tens of seconds, so it is done at most once; a manager with them serves both cases)."""
+    import json
+
+    from lm_eval.tasks import TaskManager
+
+    base = (tuple(str(f) for f in folders), json.dumps(metadata, sort_keys=True, default=str))
+    for key in ((*base, True), (*base, include_defaults)):
+        if key in _TASK_MANAGERS:
+            return _TASK_MANAGERS[key]
+    start = time.perf_counter()
+    manager = TaskManager(include_path=[str(f) for f in folders], include_defaults=include_defaults,
+                          metadata=metadata)
+    log.info("lm-eval TaskManager (%s lm-eval's tasks) built in %.1f s",
+             "with" if include_defaults else "without", time.perf_counter() - start)
+    _TASK_MANAGERS[(*base, include_defaults)] = manager
+    return manager
 
 
 class Harness:
@@ -111,44 +142,66 @@ class Harness:
     # ------------------------------------------------------------------ lazily built pieces
     @property
     def lm(self):
-        """The ``HFLM`` wrapping the model object (built on first use; batch size set here, not per call)."""
+        """The ``HFLM`` wrapping the model object (built on first use; batch size set here, not per call).
+
+        With ``eval.prefix_cache`` it is a :class:`PrefixCacheHFLM`: generation tasks compute the
+        prompt prefix their requests share (the few-shot exemplars) once per call.
+        """
         if self._lm is None:
             from lm_eval.models.huggingface import HFLM
 
+            from mathneuro.evaluation.prefix_cache import PrefixCacheHFLM
+
+            wrapper = PrefixCacheHFLM if self.cfg.prefix_cache else HFLM
             kwargs: dict[str, Any] = {"batch_size": self.cfg.batch_size}
             if self.cfg.max_length is not None:
                 kwargs["max_length"] = self.cfg.max_length
             if self.cfg.softmax_dtype is not None:
                 kwargs["softmax_dtype"] = self.cfg.softmax_dtype
-            self._lm = HFLM(pretrained=self.model, tokenizer=self.tokenizer, **kwargs)
+            self._lm = wrapper(pretrained=self.model, tokenizer=self.tokenizer, **kwargs)
         return self._lm
 
     @property
     def task_manager(self):
-        """One ``TaskManager``: our local YAMLs, plus lm-eval's own tasks when a stock task is requested."""
+        """One ``TaskManager``: our local YAMLs, the user's ``eval.include_path`` folders, plus lm-eval's own
+        tasks when a requested name is not found in those (shared by every harness of the process)."""
         if self._task_manager is None:
-            from lm_eval.tasks import TaskManager
-
             _quiet_lm_eval()
-            needs_stock = any(self.lm_eval_name(t) == TASKS[t].stock for t in self.cfg.tasks if TASKS[t].harness)
+            folders = [local_tasks_dir(), *self.cfg.include_paths()]
+            names = [self.lm_eval_name(t) for t in self.cfg.tasks if t not in TASKS or TASKS[t].harness]
             metadata = {"data_dir": str(self.data_dir)} if self.data_dir is not None else None
-            self._task_manager = TaskManager(include_path=str(local_tasks_dir()), include_defaults=needs_stock,
-                                             metadata=metadata)
+            self._task_manager = shared_task_manager(folders, needs_lm_eval_tasks(names, folders[1:]), metadata)
         return self._task_manager
 
     def lm_eval_name(self, task: str) -> str:
-        """The lm-eval task/group name that runs ``task`` with this evaluator's data dir."""
-        return lm_eval_name(task, self.data_dir)
+        """The lm-eval task/group/tag name that runs ``task``: our table's choice (stock or local twin) for the
+        tasks in it, the name itself for any other."""
+        return lm_eval_name(task, self.data_dir) if task in TASKS else task
 
-    def built_task(self, task: str):
-        """The lm-eval ``Task`` or ``Group`` object of ``task``, built once and reused."""
+    def display_name(self, task: str, lm_name: str) -> str:
+        """The name a (sub)task reports under: a local twin's subtasks take the table's names
+        (``mmlu_local_anatomy`` -> ``mmlu_anatomy``, as stock lm-eval names it); others keep lm-eval's."""
+        spec = TASKS.get(task)
+        if lm_name == self.lm_eval_name(task):
+            return task
+        if spec is not None and spec.local and lm_name.startswith(spec.local):
+            return task + lm_name[len(spec.local):]
+        return lm_name
+
+    def built_task(self, task: str) -> list:
+        """The lm-eval ``Task`` / ``Group`` object(s) of ``task`` (a tag gives several), built once and reused."""
         name = self.lm_eval_name(task)
         if name not in self._built:
             loaded = self.task_manager.load([name])
-            obj = loaded["groups"][name] if name in loaded["groups"] else loaded["tasks"].get(name)
-            if obj is None:
+            if name in loaded["groups"]:
+                objs = [loaded["groups"][name]]
+            elif name in loaded["tasks"]:
+                objs = [loaded["tasks"][name]]
+            else:  # a tag: its tasks
+                objs = list(loaded["tasks"].values())
+            if not objs:
                 raise KeyError(f"lm-eval built no task or group named {name!r}")
-            self._built[name] = obj
+            self._built[name] = objs
         return self._built[name]
 
     # ------------------------------------------------------------------ running
@@ -160,15 +213,15 @@ class Harness:
         gen_kwargs = {"max_gen_toks": self.cfg.max_gen_toks} if self.cfg.max_gen_toks is not None else None
         start = time.perf_counter()
         with preserved_rng():
-            obj = self.built_task(task)
+            objs = self.built_task(task)
             results = lm_eval.simple_evaluate(
                 model=self.lm,
-                tasks=[obj],
+                tasks=list(objs),
                 task_manager=self.task_manager,
                 num_fewshot=self.cfg.num_fewshot,
                 limit=self.cfg.limit_for(task),
                 bootstrap_iters=self.cfg.bootstrap_iters,
-                log_samples=False,
+                log_samples=self.cfg.log_samples,
                 gen_kwargs=gen_kwargs,
                 apply_chat_template=self.cfg.apply_chat_template,
                 fewshot_as_multiturn=self.cfg.fewshot_as_multiturn,
@@ -179,11 +232,35 @@ class Harness:
         seconds = time.perf_counter() - start
         if results is None:  # not rank 0
             return HarnessRun({}, 0, seconds, {})
-        entry = results["results"][name]
+        table = results["results"]
+        entry = table.get(name, {})
+        if name in table:
+            nodes = _descendants(results, name)
+        else:  # a tag: the tasks it stands for, each with its own subtree
+            nodes = []
+            for obj in objs:
+                top = getattr(obj, "task_name", None) or getattr(obj, "name", None)
+                nodes += [top, *_descendants(results, top)]
+        subtasks = {self.display_name(task, n): flatten_lm_eval_metrics(table[n]) for n in nodes if n in table}
         n_samples = results.get("n-samples", {})
-        leaves = _leaf_names(results, name)
+        leaves = _leaf_names(results, name) if name in table else [leaf for n in nodes
+                                                                     for leaf in _leaf_names(results, n)]
+        leaves = list(dict.fromkeys(leaves))
         count = sum(int(n_samples.get(leaf, {}).get("effective", 0)) for leaf in leaves)
-        return HarnessRun(flatten_lm_eval_metrics(entry), count, seconds, entry)
+        samples: dict[str, list[dict[str, Any]]] = {}
+        if self.cfg.log_samples:
+            logged = results.get("samples", {})
+            samples = {self.display_name(task, leaf): records_from_lm_eval(logged.get(leaf, [])) for leaf in leaves}
+        return HarnessRun(flatten_lm_eval_metrics(entry), count, seconds, entry, subtasks, samples)
+
+
+def _descendants(results: dict[str, Any], name: str) -> list[str]:
+    """Every subgroup and subtask below ``name`` (depth first), without ``name`` itself."""
+    out: list[str] = []
+    for child in results.get("group_subtasks", {}).get(name, []) or []:
+        out.append(child)
+        out.extend(_descendants(results, child))
+    return out
 
 
 def _leaf_names(results: dict[str, Any], name: str) -> list[str]:

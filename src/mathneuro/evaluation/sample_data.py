@@ -39,6 +39,12 @@ def write_sample_data(root: str | Path, per_file: int = 3) -> Path:
             math_records.append({"problem": f"What is ${i} + {i + 1}$? ({typ})", "level": "Level 1", "type": typ,
                                  "solution": f"We add: ${i} + {i + 1} = \\boxed{{{2 * i + 1}}}$."})
     _write(root / "math/test.jsonl", math_records)
+    math500 = [(r"\frac{1}{2}", "Prealgebra"), (r"(3, -1)", "Algebra"), (r"2\sqrt{2}", "Geometry"),
+               (r"[0, 5)", "Intermediate Algebra")]
+    _write(root / "math500/test.jsonl", [
+        {"problem": f"Problem {i}: state ${answer}$.", "solution": f"It is $\\boxed{{{answer}}}$.", "answer": answer,
+         "subject": subject, "level": 1 + i % 5, "unique_id": f"test/{subject.lower()}/{i}.json"}
+        for i, (answer, subject) in enumerate(math500[:max(per_file, 1) + 1])])
     _write(root / "mathqa/test_1000.jsonl", [
         {"Problem": f"what is {i} plus {i} ?", "Rationale": f"\"{i} + {i} = {2 * i} answer : b\"",
          "options": f"a ) {2 * i + 1} , b ) {2 * i} , c ) {2 * i + 2} , d ) {2 * i + 3} , e ) {2 * i + 4}",

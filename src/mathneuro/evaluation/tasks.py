@@ -70,6 +70,8 @@ _TASKS: tuple[TaskSpec, ...] = (
     TaskSpec("gsm8k", "math", "gsm8k", "gsm8k_local", files=("gsm8k/test.jsonl", "gsm8k/train.jsonl")),
     TaskSpec("minerva_math", "math", "minerva_math", "minerva_math_local", files=("math/test.jsonl",),
              stock_needs=("math_verify",)),
+    TaskSpec("math500", "math", "minerva_math500", "math500_local", files=("math500/test.jsonl",),
+             stock_needs=("math_verify",)),
     TaskSpec("mathqa", "math", "mathqa", "mathqa_local", files=("mathqa/test_1000.jsonl",)),
     TaskSpec("egsm", "math", None, "egsm_local", files=("egsm/egsm_full.jsonl",)),
     # non-math (paper: RACE, MMLU; generalisation: HellaSwag, MuTual, PIQA, WikiText, WinoGrande)
@@ -125,12 +127,13 @@ def lm_eval_name(task: str, data_dir: Path | None) -> str:
 
 
 def kind_of(task: str, math_tasks: list[str] | tuple[str, ...] = (), nonmath_tasks: list[str] | tuple[str, ...] = ()) -> str:
-    """``"math"`` or ``"nonmath"`` for ``task``: the table's answer unless overridden by the two lists."""
+    """``"math"`` or ``"nonmath"`` for ``task``: the two lists, else the table, else ``"nonmath"``."""
     if task in math_tasks:
         return "math"
     if task in nonmath_tasks:
         return "nonmath"
-    return TASKS[task].kind
+    spec = TASKS.get(task)
+    return spec.kind if spec is not None else "nonmath"
 
 
 def missing_files(task: str, data_dir: Path) -> list[str]:

@@ -1,0 +1,112 @@
+"""Per-example records of an evaluation, from lm-eval's own ``log_samples`` output (no second evaluation).
+
+One record per evaluated example: ``{"doc_id": int, "<metric>": number, ..., "answer": str}``
+where the metric names are exactly those of ``results.json`` after the ``<side>/<task>/`` prefix
+(``acc``, ``acc_norm``, ``exact_match,strict-match``...), so the mean of a column is the reported
+metric; ``answer`` (generation tasks only) is the filtered / extracted answer (of the first filter
+when a task has several). Metrics whose per-example value is not a number (perplexities,
+corpus-level scores such as BLEU: lm-eval aggregates them from tuples) are left out.
+Files: ``<dir>/<task>.jsonl``, one per evaluated task (each subtask of a group its own).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+SAMPLES_DIR = "samples"
+SAMPLES_COMPLETE = ".complete.json"  # written last: the folder holds every task's records
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:  # numpy scalars
+        import numpy as np
+
+        if isinstance(value, np.generic) and np.ndim(value) == 0:
+            return float(value)
+    except ImportError:  # pragma: no cover
+        pass
+    return None
+
+
+def metric_name(metric: str, filter_key: str) -> str:
+    """The flat metric name of lm-eval's (metric, filter): ``acc`` for the ``none`` filter, else ``metric,filter``."""
+    return metric if filter_key == "none" else f"{metric},{filter_key}"
+
+
+def records_from_lm_eval(logged: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """lm-eval's logged samples of one task (one entry per example and filter) -> one record per example."""
+    by_doc: dict[int, dict[str, Any]] = {}
+    for sample in logged:
+        doc_id = int(sample["doc_id"])
+        record = by_doc.setdefault(doc_id, {"doc_id": doc_id})
+        filter_key = str(sample.get("filter", "none"))
+        for metric in sample.get("metrics", []):
+            value = _number(sample.get(metric))
+            if value is not None:
+                record[metric_name(metric, filter_key)] = value
+        resps = sample.get("filtered_resps")
+        if "answer" not in record and isinstance(resps, list) and resps and all(isinstance(r, str) for r in resps):
+            record["answer"] = resps[0]
+    return [by_doc[k] for k in sorted(by_doc)]
+
+
+def write_records(folder: str | Path, task: str, records: Iterable[Mapping[str, Any]]) -> Path:
+    """Write ``<folder>/<task>.jsonl`` atomically (a partial file never replaces a complete one)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{task.replace('/', '_')}.jsonl"
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def write_all(folder: str | Path, samples: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[Path]:
+    """Write every task's records under ``folder``; return the files."""
+    return [write_records(folder, task, records) for task, records in samples.items()]
+
+
+def write_samples(folder: str | Path, samples: Mapping[str, Iterable[Mapping[str, Any]]],
+                  kinds: Mapping[str, str]) -> list[Path]:
+    """Write every task's records under ``folder``, then ``.complete.json`` (``{"tasks": {task: side}}``)."""
+    paths = write_all(folder, samples)
+    marker = Path(folder) / SAMPLES_COMPLETE
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"tasks": {t: kinds.get(t, "nonmath") for t in samples}}, sort_keys=True))
+    return paths
+
+
+def samples_summary(run_dir: str | Path, baseline_dir: str | Path | None, kinds: Mapping[str, str]) -> dict[str, Any]:
+    """``results["samples"]``: the run's records folder (relative), the baseline's (relative to the run dir
+    when inside it, else absolute; None without a baseline) and each recorded task's side."""
+    baseline: str | None = None
+    if baseline_dir is not None:
+        path = Path(baseline_dir)
+        try:
+            baseline = str(path.resolve().relative_to(Path(run_dir).resolve()))
+        except ValueError:
+            baseline = str(path.resolve())
+    return {"dir": SAMPLES_DIR, "baseline_dir": baseline, "tasks": dict(sorted(kinds.items()))}
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """The records of one ``<task>.jsonl`` file."""
+    with Path(path).open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def column_mean(records: Iterable[Mapping[str, Any]], metric: str) -> float:
+    """The mean of one metric over the records that have it (NaN when none do)."""
+    values = [float(r[metric]) for r in records if metric in r]
+    return math.fsum(values) / len(values) if values else float("nan")
