@@ -36,7 +36,7 @@ def alias_config(cfg: EvalConfig) -> EvalConfig:
     g = cfg.gsm8k_gen
     derived = dataclasses.replace(cfg, name=f"{cfg.name}/gsm8k_gen", tasks=["gsm8k_cot"], num_fewshot=g.num_fewshot,
                                   max_gen_toks=g.max_new_tokens, prefix_cache=cfg.prefix_cache and g.reuse_prefix_cache,
-                                  limits=dataclasses.replace(cfg.limits, gsm8k_cot=cfg.limit_for("gsm8k_gen")))
+                                  limits={**(cfg.limits or {}), "gsm8k_cot": cfg.limit_for("gsm8k_gen")})
     return derived
 
 
