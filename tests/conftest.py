@@ -23,7 +23,7 @@ def _isolated_caches(tmp_path_factory, monkeypatch):
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     """A small data folder laid out like ../shared/data, written by the tests themselves."""
-    from mathneuro.evaluation.sample_data import write_sample_data
+    from tests.sample_data import write_sample_data
 
     return write_sample_data(tmp_path_factory.mktemp("data"))
 

@@ -58,7 +58,7 @@ def options(group: str) -> list[str]:
 @pytest.mark.parametrize("group", ["model", "task", "filter", "method", "intervention", "eval", "logger",
                                    "experiment", "hparams_search", "hydra/launcher"])
 def test_every_config_composes_and_validates(group, tmp_path, monkeypatch):
-    from mathneuro.evaluation.sample_data import write_sample_data
+    from tests.sample_data import write_sample_data
 
     write_sample_data(tmp_path / "data")  # offline experiments read local copies laid out like ../shared/data
     monkeypatch.setenv("MATHNEURO_DATA_DIR", str(tmp_path / "data"))

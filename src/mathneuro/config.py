@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from mathneuro.data import DatasetConfig
+from mathneuro.embedded import cache_root
 from mathneuro.evaluation import EvalConfig
 from mathneuro.intervention import check_scalar
 from mathneuro.methods import METHODS, check_fraction
@@ -24,6 +25,10 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 INTERVENTIONS = ("prune", "scale")
 LOGGERS = ("wandb", "none")
 WANDB_MODES = ("offline", "online", "disabled")
+
+
+if not OmegaConf.has_resolver("mathneuro_cache_root"):  # the one default cache root, also for load_model
+    OmegaConf.register_new_resolver("mathneuro_cache_root", lambda: str(cache_root()))
 
 
 class ConfigError(ValueError):
@@ -99,7 +104,7 @@ class Config:
     baseline: bool = True
     resume: bool = True
     progress: bool = True
-    cache_dir: str = "${oc.env:MATHNEURO_CACHE,${oc.env:HOME}/.cache/mathneuro}"
+    cache_dir: str = "${mathneuro_cache_root:}"  # mathneuro.embedded.cache_root(): $MATHNEURO_CACHE, else ~/.cache/mathneuro
 
 
 def _allowed(key: str, value: Any, allowed: tuple) -> None:
