@@ -10,6 +10,8 @@ baseline evaluation once. :func:`run_point` is what the Hydra CLI calls for ever
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import json
 import logging
@@ -26,7 +28,7 @@ from mathneuro.cache import StatisticsCache, cached_statistics
 from mathneuro.config import Config, ConfigError, validate
 from mathneuro.data import draw_samples, load_records, render, sample_ids_hash
 from mathneuro.intervention import apply_intervention
-from mathneuro.methods import lape_selection, mathneuro_selection, random_selection, wanda_selection
+from mathneuro.method_registry import MethodInputs, resolve_method
 from mathneuro.models import load_model, model_identity
 from mathneuro.recording import (
     RESULTS_FILE,
@@ -37,7 +39,13 @@ from mathneuro.recording import (
 )
 from mathneuro.results import tidy_row
 from mathneuro.selection import Selection
-from mathneuro.targets import find_mlp_activations, find_target_linears, mlp_widths, weight_parameters
+from mathneuro.targets import (
+    DEFAULT_PATTERN,
+    find_mlp_activations,
+    find_target_linears,
+    mlp_widths,
+    weight_parameters,
+)
 
 log = logging.getLogger("mathneuro")
 
@@ -78,9 +86,10 @@ class Workbench:
     evaluators: dict = field(default_factory=dict)
     baselines: dict = field(default_factory=dict)
 
-    def targets(self, method: Any) -> dict:
-        """The linears ``method`` (a MethodConfig-like object) scores: its name pattern, lm_head if asked."""
-        return find_target_linears(self.model, method.targets, method.include_lm_head)
+    def targets(self, method_cfg: Any) -> dict:
+        """The linears a method config scores: its ``targets`` pattern, lm_head if ``include_lm_head``."""
+        return find_target_linears(self.model, getattr(method_cfg, "targets", DEFAULT_PATTERN),
+                                   getattr(method_cfg, "include_lm_head", False))
 
     def statistics(self, samples: Samples, kinds: tuple[str, ...], *, targets: dict | None = None,
                    max_length: int, batch_size: int, progress: bool = True) -> tuple[dict, dict]:
@@ -94,34 +103,27 @@ class Workbench:
 
     def select(self, method: Any, task: Samples, filters: list[Samples], *, top_k: float, seed: int,
                max_length: int, batch_size: int, progress: bool = True) -> tuple[Selection, list[str]]:
-        """The selection of ``method`` (a MethodConfig-like object) and the statistics keys it used."""
-        name = method.name
+        """The selection of ``method`` (a config node, dataclass or name; see
+        :func:`~mathneuro.method_registry.resolve_method`) and the statistics keys it used."""
+        spec, method_cfg = resolve_method(method)
+        kinds = spec.needs
+        targets = self.targets(method_cfg) if "linear_inputs" in kinds else None
         keys: list[str] = []
-        kind = "lape" if name == "lape" else "linear_inputs"
-        targets = self.targets(method) if kind == "linear_inputs" else None
 
-        def stats_of(samples: Samples):
-            found, k = self.statistics(samples, (kind,), targets=targets, max_length=max_length,
+        def stats_of(samples: Samples) -> dict:
+            found, k = self.statistics(samples, kinds, targets=targets, max_length=max_length,
                                        batch_size=batch_size, progress=progress)
-            keys.append(k[kind])
-            return found[kind]
+            keys.extend(k[kind] for kind in kinds)
+            return found
 
-        if name == "lape":
-            sel = lape_selection(stats_of(task), [stats_of(f) for f in filters], top_k,
-                                 filter_rate=method.filter_rate, activation_bar=method.activation_bar)
-            return sel, keys
-        weights = weight_parameters(targets)
         task_stats = stats_of(task)
-        if name in ("wanda", "wanda_row"):
-            return wanda_selection(weights, task_stats, top_k, per_row=name == "wanda_row"), keys
-        reference = mathneuro_selection(weights, task_stats, [stats_of(f) for f in filters], top_k,
-                                        filter_top_k=method.filter_top_k)
-        if name == "mathneuro":
-            return reference, keys
-        shapes = {n: w.shape for n, w in weights.items()}
-        sel = random_selection(shapes, reference.counts(), seed)
-        sel.meta.update(top_k=top_k, reference="mathneuro")
-        return sel, keys
+        inputs = MethodInputs(task=task_stats, filters=[stats_of(f) for f in filters],
+                              weights=weight_parameters(targets) if targets is not None else {},
+                              top_k=top_k, seed=seed, model=self.model)
+        selection = spec(inputs, method_cfg)
+        if not isinstance(selection, Selection):
+            raise TypeError(f"method {spec.name!r} returned {type(selection).__name__}, not a Selection")
+        return selection, keys
 
     def evaluator(self, eval_cfg: Any):
         """The evaluator of this model for ``eval_cfg``, built once (it wraps lm-eval's HFLM once)."""
@@ -233,6 +235,15 @@ def peak_memory_mb() -> dict[str, float]:
     return peak
 
 
+def _with_method(cfg: Config, method_cfg: Any) -> Config:
+    """``cfg`` with its method node replaced by the method's typed config (``cfg`` itself is unchanged)."""
+    if dataclasses.is_dataclass(cfg):
+        return dataclasses.replace(cfg, method=method_cfg)
+    cfg = copy.copy(cfg)
+    cfg.method = method_cfg
+    return cfg
+
+
 def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | None = None,
               group: str | None = None, tags: list[str] | None = None) -> dict:
     """Run one sweep point and write ``<output_dir>/results.json``; return the results.
@@ -243,6 +254,8 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     """
     t_start = time.perf_counter()
     validate(cfg)
+    spec, method_cfg = resolve_method(cfg.method)
+    cfg = _with_method(cfg, method_cfg)
     output_dir = Path(output_dir)
     if cfg.resume:
         done = read_complete_results(output_dir)
@@ -275,7 +288,7 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
         t0 = time.perf_counter()
         bench = get_workbench(cfg)
         stage("load_model", t0)
-        if cfg.method.name == "lape":
+        if "lape" in spec.needs:
             try:
                 find_mlp_activations(bench.model)
             except ValueError as exc:

@@ -8,14 +8,15 @@ before any model loads. The defaults are the paper's evaluation (SPEC.md §5).
 
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
+from mathneuro.evaluation.probe_registry import is_probe, probe_spec
 from mathneuro.evaluation.tasks import (
     DATA_DIR_ENV,
-    PROBES,
     TASK_NAMES,
     TASKS,
     missing_files,
@@ -174,14 +175,19 @@ class EvalConfig:
         allowed = ", ".join(TASK_NAMES)
         seen: set[str] = set()
         for task in self.tasks:
-            if task not in TASKS:
-                raise ValueError(f"eval.tasks: unknown task {task!r}; allowed: {allowed}")
+            if task not in TASKS and is_probe(task):
+                probe_spec(task)  # imports a user's probe now, before any model loads
+            elif task not in TASKS:
+                close = difflib.get_close_matches(task, TASK_NAMES, n=1)
+                hint = f" did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"eval.tasks: unknown task {task!r};{hint} allowed: {allowed}, "
+                                 "or a probe's import path 'package.module:function'")
             if task in seen:
                 raise ValueError(f"eval.tasks: task {task!r} is listed twice")
             seen.add(task)
         for key in ("math_tasks", "nonmath_tasks"):
             for task in getattr(self, key):
-                if task not in TASKS:
+                if task not in TASKS and not is_probe(task):
                     raise ValueError(f"eval.{key}: unknown task {task!r}; allowed: {allowed}")
         both = set(self.math_tasks) & set(self.nonmath_tasks)
         if both:
@@ -226,7 +232,7 @@ class EvalConfig:
                 raise ValueError(f"eval.{key}: no such file {path!r}")
 
     def _validate_data(self) -> None:
-        harness = [t for t in self.tasks if t not in PROBES]
+        harness = [t for t in self.tasks if not is_probe(t)]
         if self.data_dir is not None and not Path(self.data_dir).expanduser().is_dir():
             raise ValueError(f"eval.data_dir: no such directory {self.data_dir!r}")
         data_dir = self.resolved_data_dir()
