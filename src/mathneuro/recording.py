@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-RESULTS_FILE = "results.json"
+from mathneuro.results import RESULTS_FILE, read_json
 
 
 def _jsonable(value: Any) -> Any:
@@ -56,9 +56,8 @@ def write_json_atomic(path: str | os.PathLike, data: dict) -> None:
 
 def read_complete_results(run_dir: str | os.PathLike) -> dict | None:
     """The results of ``run_dir`` if a complete ``results.json`` is there, else None."""
-    path = Path(run_dir) / RESULTS_FILE
     try:
-        data = json.loads(path.read_text())
+        data = read_json(Path(run_dir) / RESULTS_FILE)
     except (OSError, ValueError):
         return None
     return data if data.get("status") == "complete" else None

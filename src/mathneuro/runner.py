@@ -31,13 +31,12 @@ from mathneuro.intervention import apply_intervention
 from mathneuro.method_registry import MethodInputs, resolve_method
 from mathneuro.models import load_model, model_identity
 from mathneuro.recording import (
-    RESULTS_FILE,
     WandbRun,
     check_writable,
     read_complete_results,
     write_json_atomic,
 )
-from mathneuro.results import tidy_row
+from mathneuro.results import RESULTS_FILE, PointResult
 from mathneuro.selection import Selection
 from mathneuro.targets import (
     DEFAULT_PATTERN,
@@ -327,22 +326,15 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
         if cfg.save_selection:
             selection.save(output_dir / "selection.safetensors")
         timings["total"] = round(time.perf_counter() - t_start, 3)
-        results = {
-            "status": "complete",
-            "point": point,
-            "config": config_dict,
-            "selection": summary,
-            "metrics": metrics,
-            "baseline_metrics": baseline,
-            "timings": timings,
-            "peak_memory": memory,
-            "statistics_keys": stats_keys,
-            "sample_ids_hash": {"task": task.ids_hash, "filter": filters[0].ids_hash},
-            "versions": _versions(),
-        }
-        results["objective"] = objective_value(cfg, metrics, baseline)
-        write_json_atomic(output_dir / RESULTS_FILE, results)
-        wandb_run.summary({k: v for k, v in tidy_row(results).items() if isinstance(v, (int, float))}
+        record = PointResult(
+            status="complete", point=point, config=config_dict, selection=summary, metrics=metrics,
+            baseline_metrics=baseline, timings=timings, peak_memory=memory, statistics_keys=stats_keys,
+            sample_ids_hash={"task": task.ids_hash, "filter": filters[0].ids_hash}, versions=_versions(),
+            objective=objective_value(cfg, metrics, baseline),
+        )
+        results = record.to_json()
+        record.write(output_dir / RESULTS_FILE)
+        wandb_run.summary({k: v for k, v in record.row().items() if isinstance(v, (int, float))}
                           | {f"time/{k}": v for k, v in timings.items()})
         wandb_run.table("selection/per_layer", ["layer", "count"],
                         [[k, v] for k, v in summary["per_layer"].items()])
