@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-slow lint bench run clean
+.PHONY: install test test-unit test-integration test-slow lint bench run clean
 
 install: $(STAMP)
 
@@ -16,8 +16,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) install -q -c constraints.txt -e '.[dev,launchers]'
 	touch $(STAMP)
 
-test: install
-	$(PY) -m pytest -q
+test: install  # unit + integration: everything but slow
+	$(PY) -m pytest -q -m "not slow"
+
+test-unit: install
+	$(PY) -m pytest -q -m "unit and not slow"
+
+test-integration: install
+	$(PY) -m pytest -q -m "integration and not slow"
 
 test-slow: install
 	$(PY) -m pytest -q -m slow

@@ -19,6 +19,8 @@ from mathneuro.config import ConfigError, register_configs
 from mathneuro.runner import run_point
 from mathneuro.tiny import tiny_model
 
+pytestmark = pytest.mark.integration  # real files, subprocesses or lm-eval: see Makefile test tiers
+
 CONF = Path(config_dir())
 
 
