@@ -122,3 +122,20 @@ def test_builtin_method_configs_keep_their_keys():
     assert spec.needs == ("lape",) and (cfg.filter_rate, cfg.activation_bar) == (0.9, 0.8)
     with pytest.raises(ValueError, match=r"method\.activation_bar: must be in \(0, 1\)"):
         resolve_method({"name": "lape", "activation_bar": 1.5})
+
+
+def test_user_probe_in_process_kind_override_and_errors(plugin_dir, monkeypatch):
+    from mathneuro.evaluation import EvalConfig, Evaluator
+
+    monkeypatch.syspath_prepend(str(plugin_dir))
+    model, tok = tiny_model("llama")
+    cfg = EvalConfig(tasks=["toy_plugins:zero_share"], math_tasks=["toy_plugins:zero_share"], progress=False)
+    ev = Evaluator(model, tok, cfg)
+    assert ev.evaluate() == {"math/toy_plugins:zero_share/zero_share": 0.0}
+    assert ev.last_num_examples["toy_plugins:zero_share"] == 2 * model.config.num_hidden_layers
+    ev2 = Evaluator(model, tok, EvalConfig(tasks=["zero_share"], progress=False))  # registered by the import above
+    assert list(ev2.evaluate()) == ["nonmath/zero_share/zero_share"]
+    with pytest.raises(ValueError, match=r"unknown task 'arithh'; did you mean 'arith'\?"):
+        EvalConfig(tasks=["arithh"]).validate()
+    with pytest.raises(ValueError, match=r"eval\.tasks: cannot import probe 'toy_plugins:nope'"):
+        EvalConfig(tasks=["toy_plugins:nope"]).validate()
