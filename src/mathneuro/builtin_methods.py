@@ -58,26 +58,26 @@ class LapeConfig(MethodConfig):
                 raise ValueError(f"{key}.{name}: must be in (0, 1), got {value!r}")
 
 
-@register_method("mathneuro", needs=("linear_inputs",), config=MathNeuroConfig)
+@register_method("mathneuro", needs=("linear_inputs",), config=MathNeuroConfig, topk_per_matrix=True)
 def mathneuro_method(inputs: MethodInputs, cfg: MathNeuroConfig) -> Selection:
     """Top-K of the task score minus the union of the filters' top-K, per matrix."""
     return mathneuro_selection(inputs.weights, inputs.task["linear_inputs"], inputs.filter_stats("linear_inputs"),
                                inputs.top_k, filter_top_k=cfg.filter_top_k)
 
 
-@register_method("wanda", needs=("linear_inputs",), config=WandaConfig)
+@register_method("wanda", needs=("linear_inputs",), config=WandaConfig, topk_per_matrix=True)
 def wanda_method(inputs: MethodInputs, cfg: WandaConfig) -> Selection:
     """The paper's Wanda ablation: top-K of the task score alone, per matrix."""
     return wanda_selection(inputs.weights, inputs.task["linear_inputs"], inputs.top_k)
 
 
-@register_method("wanda_row", needs=("linear_inputs",), config=WandaConfig)
+@register_method("wanda_row", needs=("linear_inputs",), config=WandaConfig, topk_per_matrix=True)
 def wanda_row_method(inputs: MethodInputs, cfg: WandaConfig) -> Selection:
     """Wanda proper: |W|·sqrt(Σx²), top-K within each output row."""
     return wanda_selection(inputs.weights, inputs.task["linear_inputs"], inputs.top_k, per_row=True)
 
 
-@register_method("random", needs=("linear_inputs",), config=RandomConfig)
+@register_method("random", needs=("linear_inputs",), config=RandomConfig, topk_per_matrix=True)
 def random_method(inputs: MethodInputs, cfg: RandomConfig) -> Selection:
     """In every matrix as many weights as the reference method selects there, drawn with ``seed``."""
     reference = mathneuro_method(inputs, cfg)

@@ -80,6 +80,7 @@ class MethodSpec:
     fn: Callable[[MethodInputs, Any], Selection]
     needs: tuple[str, ...] = ("linear_inputs",)
     config: type = LinearMethodConfig
+    topk_per_matrix: bool = False  # selects floor(top_k · numel) per scored matrix (so a tiny top_k selects nothing)
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.needs if k not in KINDS]
@@ -102,17 +103,20 @@ for _name in ("mathneuro", "wanda", "wanda_row", "random", "lape"):
 
 
 def register_method(name: str, target: str | None = None, *, needs: Sequence[str] = ("linear_inputs",),
-                    config: type = LinearMethodConfig, replace: bool = False):
+                    config: type = LinearMethodConfig, topk_per_matrix: bool = False, replace: bool = False):
     """Register a method under ``name``; a decorator, or with ``target="module:attr"`` a lazy entry.
 
     ``needs``: the statistics kinds (``linear_inputs``, ``lape``) the runner computes for it;
-    ``config``: its config dataclass (subclass :class:`MethodConfig` / :class:`LinearMethodConfig`).
+    ``config``: its config dataclass (subclass :class:`MethodConfig` / :class:`LinearMethodConfig`);
+    ``topk_per_matrix``: it keeps floor(top_k · numel) weights per matrix, which lets the runner
+    refuse a top_k too small to select anything before computing statistics.
     """
     if target is not None:
         METHODS.register(name, target, replace=replace)
         return None
 
-    return METHODS.decorator(name, lambda fn: MethodSpec(name, fn, tuple(needs), config), replace=replace)
+    return METHODS.decorator(name, lambda fn: MethodSpec(name, fn, tuple(needs), config, topk_per_matrix),
+                             replace=replace)
 
 
 # ------------------------------------------------------------------------------------ config nodes

@@ -254,6 +254,7 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     t_start = time.perf_counter()
     validate(cfg)
     spec, method_cfg = resolve_method(cfg.method)
+    config_dict = resolved_config if resolved_config is not None else _plain(cfg)  # the method node as given
     cfg = _with_method(cfg, method_cfg)
     output_dir = Path(output_dir)
     if cfg.resume:
@@ -276,7 +277,6 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     stage("data", t0)
 
     point = point_summary(cfg)
-    config_dict = resolved_config if resolved_config is not None else _plain(cfg)
     wandb_run = WandbRun(
         cfg.logger.name == "wandb", project=cfg.logger.project, entity=cfg.logger.entity, mode=cfg.logger.mode,
         group=group, job_type=cfg.method.name, tags=(tags or []) + list(cfg.logger.tags),
