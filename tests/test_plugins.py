@@ -135,7 +135,7 @@ def test_user_probe_in_process_kind_override_and_errors(plugin_dir, monkeypatch)
     assert ev.last_num_examples["toy_plugins:zero_share"] == 2 * model.config.num_hidden_layers
     ev2 = Evaluator(model, tok, EvalConfig(tasks=["zero_share"], progress=False))  # registered by the import above
     assert list(ev2.evaluate()) == ["nonmath/zero_share/zero_share"]
-    with pytest.raises(ValueError, match=r"unknown task 'arithh'; did you mean 'arith'\?"):
+    with pytest.raises(ValueError, match=r"unknown task 'arithh'; did you mean '?arith'?\?"):
         EvalConfig(tasks=["arithh"]).validate()
     with pytest.raises(ValueError, match=r"eval\.tasks: cannot import probe 'toy_plugins:nope'"):
         EvalConfig(tasks=["toy_plugins:nope"]).validate()
