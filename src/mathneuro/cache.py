@@ -4,13 +4,17 @@ Key inputs: the model's identity (name, dtype, config, weight fingerprint), the 
 texts themselves (which pin data, template and drawn sample ids), ``max_length``, the
 statistic kind and the scored module names. Nothing else — top-K, scalar, method and
 batch size never change statistics, so every sweep point reuses them. Entries are one
-``<key>.safetensors`` plus a ``<key>.json`` of metadata, written atomically.
+``<key>.safetensors`` plus a ``<key>.json`` of metadata (written last, with the tensor file's
+sha256 and every tensor's shape). What is read is verified: an entry that cannot be read or
+does not match its metadata or the request (modules, sample count) is a miss, with a
+one-line warning, and is recomputed and rewritten.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +26,38 @@ from mathneuro.recording import atomic_write, write_json_atomic
 from mathneuro.statistics import Statistics, collect_statistics
 
 CACHE_VERSION = 1
+
+log = logging.getLogger("mathneuro")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file's bytes (read in 1 MiB blocks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def entry_problem(stats: Statistics, meta: dict, *, kind: str | None = None, modules=None,
+                  num_samples: int | None = None) -> str | None:
+    """Why a read entry cannot be trusted (metadata vs tensors vs the request), or None."""
+    if kind is not None and stats.kind != kind:
+        return f"kind {stats.kind!r}, expected {kind!r}"
+    shapes = meta.get("shapes")
+    if shapes is not None:
+        if set(shapes) != set(stats.tensors):
+            return "its tensor names differ from its metadata"
+        bad = next((n for n, t in stats.tensors.items() if list(t.shape) != list(shapes[n])), None)
+        if bad is not None:
+            return f"tensor {bad!r} has shape {list(stats.tensors[bad].shape)}, metadata says {shapes[bad]}"
+    if modules is not None and set(stats.modules()) != set(modules):
+        return "it covers other modules than this model's targets"
+    if num_samples is not None and stats.num_samples != num_samples:
+        return f"{stats.num_samples} samples, expected {num_samples}"
+    if not stats.tensors:
+        return "it holds no tensors"
+    return None
 
 
 def texts_hash(texts: Sequence[str]) -> str:
@@ -66,34 +102,55 @@ class StatisticsCache:
         if self.root is not None:
             self.root.mkdir(parents=True, exist_ok=True)
 
-    def load(self, key: str) -> Statistics | None:
-        """The entry under ``key``, or None; a half-written entry counts as absent."""
+    def load(self, key: str, *, kind: str | None = None, modules=None,
+             num_samples: int | None = None) -> Statistics | None:
+        """The entry under ``key``, or None. A half-written, unreadable or inconsistent entry (checked
+        against its metadata and, when given, the expected kind, modules and sample count) is a miss,
+        with a one-line warning; recomputing the statistics rewrites it."""
         if key in self._memory:
             return self._memory[key]
         if self.root is None:
             return None
         tensors_path, meta_path = self.root / f"{key}.safetensors", self.root / f"{key}.json"
-        if not (tensors_path.exists() and meta_path.exists()):
+        if not (tensors_path.exists() or meta_path.exists()):
             return None
         try:
+            if not (tensors_path.exists() and meta_path.exists()):
+                raise ValueError(f"only its {'metadata' if meta_path.exists() else 'tensor file'} exists")
             meta = json.loads(meta_path.read_text())
+            if meta.get("sha256") and file_sha256(tensors_path) != meta["sha256"]:
+                raise ValueError("the tensor file does not match the checksum in its metadata")
             tensors = load_file(str(tensors_path))
-        except (OSError, ValueError):
+            stats = Statistics(meta["kind"], tensors, int(meta["num_samples"]), int(meta["num_tokens"]),
+                               meta.get("meta", {}))
+            problem = entry_problem(stats, meta, kind=kind, modules=modules, num_samples=num_samples)
+            if problem:
+                raise ValueError(problem)
+        except Exception as exc:  # noqa: BLE001 - SafetensorError, JSON, key and type errors alike: a miss
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            log.warning("statistics cache: entry %s is damaged or incomplete (%s); recomputing and rewriting it",
+                        tensors_path, reason)
             return None
-        stats = Statistics(meta["kind"], tensors, meta["num_samples"], meta["num_tokens"], meta.get("meta", {}))
         self._memory[key] = stats
         return stats
 
     def save(self, key: str, stats: Statistics) -> None:
-        """Store ``stats`` under ``key`` (tensors first, metadata last, each atomically)."""
+        """Store ``stats`` under ``key``: tensors first, then the metadata that vouches for them (their
+        sha256 and shapes), each atomically; if the metadata cannot be written the tensors go too."""
         self._memory[key] = stats
         if self.root is None:
             return
         tensors = {k: v.contiguous() for k, v in stats.tensors.items()}
-        atomic_write(self.root / f"{key}.safetensors", lambda p: save_file(tensors, p))
-        meta = {"kind": stats.kind, "num_samples": stats.num_samples, "num_tokens": stats.num_tokens,
-                "meta": stats.meta}
-        write_json_atomic(self.root / f"{key}.json", meta)
+        tensors_path = self.root / f"{key}.safetensors"
+        atomic_write(tensors_path, lambda p: save_file(tensors, p))
+        try:
+            meta = {"kind": stats.kind, "num_samples": stats.num_samples, "num_tokens": stats.num_tokens,
+                    "meta": stats.meta, "sha256": file_sha256(tensors_path),
+                    "shapes": {k: list(v.shape) for k, v in tensors.items()}}
+            write_json_atomic(self.root / f"{key}.json", meta)
+        except BaseException:  # interrupted or failed: no entry rather than half of one
+            tensors_path.unlink(missing_ok=True)
+            raise
 
 
 def cached_statistics(
@@ -129,7 +186,7 @@ def cached_statistics(
     }
     found: dict[str, Statistics] = {}
     for kind, key in keys.items():
-        stats = cache.load(key)
+        stats = cache.load(key, kind=kind, modules=modules_of[kind], num_samples=len(texts))
         if stats is not None:
             found[kind] = stats
             cache.hits += 1

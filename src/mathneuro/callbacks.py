@@ -28,8 +28,8 @@ class SweepReport(Callback):
         log.info("sweep report: %s", sweep / "report")
         logger = config.get("logger", {})
         if logger.get("name") == "wandb" and logger.get("log_report", True):
-            run = WandbRun(True, project=logger.get("project"), entity=logger.get("entity"),
-                           mode=logger.get("mode"), group=sweep.name, job_type="report",
+            run = WandbRun(True, init_timeout=logger.get("init_timeout", 30.0), project=logger.get("project"),
+                           entity=logger.get("entity"), mode=logger.get("mode"), group=sweep.name, job_type="report",
                            name=f"report-{sweep.name}", dir=str(sweep / "report"))
             if run.run is not None:
                 log_report_to_wandb(report, run.run)

@@ -1,14 +1,20 @@
 """The ``mathneuro`` command: Hydra composes ``conf/``; every (sweep) job runs :func:`run_point`.
 
-Bad config values end the command with exit code 2 and one line naming the key; the job's
-return value is the sweep objective, so an Optuna sweeper can optimise it.
+Every error a user can cause (a bad config value or type, an unknown option, a missing model,
+an unwritable directory, a damaged model file) ends the command with exit code 2 and one line
+``mathneuro: error: <key>: <what is wrong and what is allowed>``; ``MATHNEURO_DEBUG=1`` or
+``HYDRA_FULL_ERROR=1`` also print the traceback. SIGTERM (SLURM preemption) interrupts like
+Ctrl-C: the unfinished point cleans up and leaves nothing partial. The job's return value is
+the sweep objective, so an Optuna sweeper can optimise it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import traceback
 from pathlib import Path
 
 import hydra
@@ -17,6 +23,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from mathneuro.config import ConfigError, register_configs
+from mathneuro.errors import debug_requested, raise_on_sigterm, user_error
 
 log = logging.getLogger("mathneuro")
 
@@ -69,7 +76,21 @@ def format_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+_TASK_ERRORS: list[BaseException] = []  # what points raised: an OSError not among them came from Hydra's setup
+_DEBUG = False  # MATHNEURO_DEBUG=1 or HYDRA_FULL_ERROR=1 as the user set it
+
+
+def _exit_user_error(line: str) -> None:
+    """Print the one error line (after the traceback when debugging) and exit with code 2."""
+    if _DEBUG:
+        traceback.print_exc()
+    print(f"mathneuro: error: {line}", file=sys.stderr)
+    sys.exit(2)
+
+
 def _task(cfg: DictConfig) -> float:
+    from omegaconf.errors import OmegaConfBaseException
+
     from mathneuro.runner import run_point
 
     hc = HydraConfig.get()
@@ -82,9 +103,14 @@ def _task(cfg: DictConfig) -> float:
     try:
         resolved = OmegaConf.to_container(cfg, resolve=True)
         results = run_point(OmegaConf.to_object(cfg), output_dir, resolved_config=resolved, group=group, tags=tags)
-    except ConfigError as exc:
-        print(f"mathneuro: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    except (ConfigError, OmegaConfBaseException) as exc:
+        line = user_error(exc)
+        if line is None:
+            raise
+        _exit_user_error(line)
+    except BaseException as exc:
+        _TASK_ERRORS.append(exc)
+        raise
     if results.get("skipped"):
         print(f"{output_dir}: already complete, skipped")
     else:
@@ -99,7 +125,26 @@ def main() -> None:
     register_configs()
     if not OmegaConf.has_resolver("mathneuro_dirname"):
         OmegaConf.register_new_resolver("mathneuro_dirname", job_dirname)
-    hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_task)()
+    global _DEBUG
+    _DEBUG = debug_requested()
+    # Hydra re-raises instead of printing its multi-line report; we print one line (or the traceback).
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    raise_on_sigterm()
+    try:
+        hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_task)()
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM turned into errors.Interrupted
+        signum = getattr(exc, "signum", signal.SIGINT)
+        if _DEBUG:
+            traceback.print_exc()
+        print(f"mathneuro: interrupted by {signal.Signals(signum).name}: the unfinished point left no partial "
+              "results or cache entries; rerun the same command to complete it", file=sys.stderr)
+        sys.exit(128 + signum)
+    except Exception as exc:
+        from_point = any(exc is e for e in _TASK_ERRORS)
+        line = user_error(exc) if not (from_point and isinstance(exc, OSError)) else None
+        if line is None:
+            raise
+        _exit_user_error(line)
 
 
 if __name__ == "__main__":

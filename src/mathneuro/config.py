@@ -62,6 +62,7 @@ class LoggerConfig:
     mode: str = "offline"
     tags: list[str] = field(default_factory=list)
     log_report: bool = True
+    init_timeout: float = 30.0  # seconds an online run may take to start; then the point logs offline
 
 
 @dataclass
@@ -132,6 +133,8 @@ def _check(cfg: Any) -> None:
         raise ConfigError(f"model.device: unknown value {device!r}; allowed: auto, cpu, cuda, cuda:N, mps")
     _allowed("logger.name", cfg.logger.name, LOGGERS)
     _allowed("logger.mode", cfg.logger.mode, WANDB_MODES)
+    if not cfg.logger.init_timeout > 0:
+        raise ConfigError(f"logger.init_timeout: must be > 0 seconds, got {cfg.logger.init_timeout!r}")
     cfg.task.validate("task")
     cfg.filter.validate("filter")
     cfg.eval.validate()

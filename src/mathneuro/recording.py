@@ -1,12 +1,16 @@
 """Recording sweep points: an atomic ``results.json`` per point and one W&B run per point.
 
 W&B is optional at every step: a failure to start, log or finish warns and never kills
-the run. The default mode is offline (no account needed; ``wandb sync`` later).
+the run. The default mode is offline (no account needed; ``wandb sync`` later). When an
+online run cannot start (no network, bad key, server down) within ``init_timeout`` seconds,
+the point logs to an offline run instead (same config, summary and tables) and every later
+point of the process goes straight to offline. ``$WANDB_DIR``, when set, is where runs go.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import tempfile
@@ -16,6 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from mathneuro.results import RESULTS_FILE, read_json
+
+DEFAULT_INIT_TIMEOUT = 30.0  # seconds an online W&B run may take to start before we log offline
+
+log = logging.getLogger("mathneuro")
+_online_unavailable: str | None = None  # why online W&B failed in this process (then: offline at once)
 
 
 def _jsonable(value: Any) -> Any:
@@ -76,20 +85,51 @@ def check_writable(directory: str | os.PathLike) -> None:
 
 
 class WandbRun:
-    """One W&B run per sweep point; every call is a no-op after a failure (with one warning)."""
+    """One W&B run per sweep point; every call is a no-op after a failure (with one warning).
 
-    def __init__(self, enabled: bool, **init_kwargs: Any):
+    ``init_timeout`` bounds the wait for an online run to start; if it cannot start, the run is
+    made offline instead (``wandb sync`` uploads it later) and so is every later one in this process.
+    """
+
+    def __init__(self, enabled: bool, init_timeout: float = DEFAULT_INIT_TIMEOUT, **init_kwargs: Any):
+        global _online_unavailable
         self.run = None
+        self.offline_fallback = False
         if not enabled:
             return
+        if os.environ.get("WANDB_DIR"):
+            init_kwargs.pop("dir", None)  # the user's choice wins over the run directory
+        online = init_kwargs.get("mode", os.environ.get("WANDB_MODE")) == "online"
+        if online and _online_unavailable is not None:
+            log.warning("W&B: online unavailable earlier in this process (%s); logging this point offline",
+                        _online_unavailable)
+            init_kwargs["mode"], self.offline_fallback = "offline", True
         try:
-            import wandb
-
-            init_kwargs.setdefault("settings", wandb.Settings(quiet=True))  # our own table says what matters
-            self.run = wandb.init(reinit="finish_previous", **init_kwargs)
+            self.run = self._init(init_timeout, init_kwargs)
         except Exception as exc:  # W&B must never kill an experiment
-            warnings.warn(f"W&B disabled for this run: {exc}", stacklevel=2)
-            self.run = None
+            reason = " ".join(str(exc).split("Consider increasing")[0].split())[:300] or type(exc).__name__
+            if not online or self.offline_fallback:
+                warnings.warn(f"W&B disabled for this run: {reason}", stacklevel=2)
+                return
+            _online_unavailable = reason
+            self.offline_fallback = True
+            init_kwargs["mode"] = "offline"
+            try:
+                self.run = self._init(init_timeout, init_kwargs)
+            except Exception as exc2:
+                warnings.warn(f"W&B disabled for this run: {exc2}", stacklevel=2)
+                return
+            log.warning("W&B: online run could not start (%s); logging this point offline to %s instead "
+                        "(upload later with `wandb sync`); later points go offline at once",
+                        reason, Path(self.run.dir).parent)
+
+    @staticmethod
+    def _init(init_timeout: float, init_kwargs: dict[str, Any]):
+        import wandb
+
+        kwargs = dict(init_kwargs)
+        kwargs.setdefault("settings", wandb.Settings(quiet=True, init_timeout=float(init_timeout)))
+        return wandb.init(reinit="finish_previous", **kwargs)
 
     def _safe(self, what: str, fn) -> None:
         if self.run is None:
@@ -114,7 +154,10 @@ class WandbRun:
             self.run.log({key: wandb.Table(columns=columns, data=rows)})
         self._safe("table", _do)
 
-    def finish(self, failed: bool = False) -> None:
-        """Finish the run, marked failed (exit code 1) when the point raised."""
-        self._safe("finish", lambda: self.run.finish(exit_code=1 if failed else 0))
+    def finish(self, failed: bool = False, preempted: bool = False) -> None:
+        """Finish the run: marked failed (exit code 1) when the point raised, and preempting first
+        when it was interrupted (Ctrl-C, SIGTERM)."""
+        if preempted:
+            self._safe("mark_preempting", lambda: self.run.mark_preempting())
+        self._safe("finish", lambda: self.run.finish(exit_code=1 if failed or preempted else 0))
         self.run = None

@@ -23,6 +23,7 @@ from mathneuro import __version__
 from mathneuro.config import Config, ConfigError, validate
 from mathneuro.intervention import apply_intervention
 from mathneuro.method_registry import resolve_method
+from mathneuro.preflight import check_model_source, check_top_k, check_writable_dir, refuse_empty_selection
 from mathneuro.recording import (
     WandbRun,
     check_writable,
@@ -117,7 +118,11 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
             log.info("%s: complete results found, skipping this point", output_dir)
             done["skipped"] = True
             return done
-    check_writable(output_dir)
+    try:
+        check_writable(output_dir)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    check_writable_dir(cfg.cache_dir, "cache_dir")
     timings: dict[str, float] = {}
     memory: dict[str, dict[str, float]] = {}
 
@@ -129,14 +134,16 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     task = prepare_samples(cfg.task, "task", cfg.num_samples, 2 * cfg.seed, cfg.bootstrap)
     filters = [prepare_samples(cfg.filter, "filter", cfg.num_samples, 2 * cfg.seed + 1, cfg.bootstrap)]
     stage("data", t0)
+    check_model_source(cfg.model.name_or_path, cfg.model.gguf_file)  # missing, unreadable or damaged files
 
     point = point_summary(cfg)
     wandb_run = WandbRun(
-        cfg.logger.name == "wandb", project=cfg.logger.project, entity=cfg.logger.entity, mode=cfg.logger.mode,
+        cfg.logger.name == "wandb", init_timeout=cfg.logger.init_timeout, project=cfg.logger.project,
+        entity=cfg.logger.entity, mode=cfg.logger.mode,
         group=group, job_type=cfg.method.name, tags=(tags or []) + list(cfg.logger.tags),
         config={**config_dict, "point": point}, dir=str(output_dir), name=output_dir.name,
     )
-    failed = True
+    failed, interrupted = True, False
     try:
         t0 = time.perf_counter()
         bench = get_workbench(cfg)
@@ -146,18 +153,26 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
                 find_mlp_activations(bench.model)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
-        evaluate = cfg.eval.is_enabled()
-        baseline: dict[str, float] = {}
-        if evaluate and cfg.baseline and cfg.eval.baseline:
-            t0 = time.perf_counter()
-            baseline = bench.baseline(cfg.eval)
-            stage("baseline_evaluation", t0)
+        if spec.topk_per_matrix:  # a top-K too small for every target matrix: refuse before any statistics
+            check_top_k(cfg.method.name, cfg.top_k, {n: tuple(mod.weight.shape)
+                                                     for n, mod in bench.targets(cfg.method).items()})
 
         t0 = time.perf_counter()
         selection, stats_keys = bench.select(cfg.method, task, filters, top_k=cfg.top_k, seed=cfg.seed,
                                              max_length=cfg.max_length, batch_size=cfg.batch_size,
                                              progress=cfg.progress)
         stage("identification", t0)
+        if selection.num_selected() == 0:  # editing nothing is never worth an evaluation
+            refuse_empty_selection(cfg, lambda k: bench.select(
+                cfg.method, task, filters, top_k=k, seed=cfg.seed, max_length=cfg.max_length,
+                batch_size=cfg.batch_size, progress=False)[0].num_selected(),
+                {n: tuple(mod.weight.shape) for n, mod in bench.targets(cfg.method).items()})
+        evaluate = cfg.eval.is_enabled()
+        baseline: dict[str, float] = {}
+        if evaluate and cfg.baseline and cfg.eval.baseline:
+            t0 = time.perf_counter()
+            baseline = bench.baseline(cfg.eval)
+            stage("baseline_evaluation", t0)
         num_parameters = sum(p.numel() for p in bench.model.parameters())
         if selection.neurons:
             num_scored = sum(mlp_widths(bench.model).values())
@@ -194,6 +209,9 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
                         [[k, v] for k, v in summary["per_layer"].items()])
         failed = False
         return results
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (errors.Interrupted): nothing was written; say so to W&B
+        interrupted = True
+        raise
     finally:
-        wandb_run.finish(failed=failed)
+        wandb_run.finish(failed=failed, preempted=interrupted)
 

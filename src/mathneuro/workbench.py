@@ -126,14 +126,33 @@ class Workbench:
         if key in self.baselines:
             return self.baselines[key]
         path = self.cache.root / "baselines" / f"{key}.json" if self.cache.root else None
-        if path is not None and path.exists():
-            metrics = json.loads(path.read_text())["metrics"]
-        else:
+        metrics = _read_baseline(path, self.identity) if path is not None and path.exists() else None
+        if metrics is None:
             metrics = self.evaluator(eval_cfg).evaluate()
             if path is not None:
                 write_json_atomic(path, {"metrics": metrics, "model": self.identity, "eval": _plain(eval_cfg)})
         self.baselines[key] = metrics
         return metrics
+
+
+def _read_baseline(path: Path, identity: dict) -> dict[str, float] | None:
+    """The cached baseline metrics at ``path`` if the entry is whole and is this model's, else None
+    (with a one-line warning: the caller recomputes and rewrites it)."""
+    try:
+        data = json.loads(path.read_text())
+        metrics = data["metrics"]
+        if not isinstance(metrics, dict) or not metrics:
+            raise ValueError("no metrics in it")
+        if not all(isinstance(v, (int, float)) or v is None for v in metrics.values()):
+            raise ValueError("a metric is not a number")
+        if json.loads(json.dumps(identity, default=str)) != data.get("model"):
+            raise ValueError("it records another model")
+    except Exception as exc:  # noqa: BLE001 - unreadable, truncated or foreign: recompute
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        log.warning("baseline cache: entry %s is damaged or does not match (%s); recomputing and rewriting it",
+                    path, reason)
+        return None
+    return metrics
 
 
 def _plain(obj: Any) -> Any:
@@ -162,9 +181,14 @@ def get_workbench(cfg: Config) -> Workbench:
     bench = _WORKBENCHES.get(key)
     if bench is None:
         _WORKBENCHES.clear()  # one model in memory at a time
-        model, tok = load_model(m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype, device=m.device,
-                                revision=m.revision, trust_remote_code=m.trust_remote_code, cache_dir=cfg.cache_dir,
-                                device_map=m.device_map)
+        try:
+            model, tok = load_model(m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype, device=m.device,
+                                    revision=m.revision, trust_remote_code=m.trust_remote_code,
+                                    cache_dir=cfg.cache_dir, device_map=m.device_map)
+        except ValueError as exc:
+            if str(exc).startswith("model."):  # the loader's own messages name the key: a bad value
+                raise ConfigError(str(exc)) from exc
+            raise
         identity = model_identity(model, m.name_or_path, m.dtype)
         bench = Workbench(model, tok, identity, StatisticsCache(Path(cfg.cache_dir) / "statistics"))
         _WORKBENCHES[key] = bench
