@@ -196,7 +196,7 @@ def test_unwritable_output_dir_is_refused(tiny_dir, tmp_path):
     cfg = compose_cfg(base_overrides(tiny_dir, tmp_path / "cache"))
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(ValueError, match="not writable"):
+    with pytest.raises(ValueError, match="hydra.run.dir: cannot write to directory"):
         run_point(OmegaConf.to_object(cfg), blocker / "out")
 
 

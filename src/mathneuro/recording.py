@@ -72,18 +72,6 @@ def read_complete_results(run_dir: str | os.PathLike) -> dict | None:
     return data if data.get("status") == "complete" else None
 
 
-def check_writable(directory: str | os.PathLike) -> None:
-    """Raise ValueError unless files can be created in ``directory``."""
-    directory = Path(directory)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".write-test.")
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as exc:
-        raise ValueError(f"hydra.run.dir: output directory {str(directory)!r} is not writable ({exc.strerror})") from None
-
-
 class WandbRun:
     """One W&B run per sweep point; every call is a no-op after a failure (with one warning).
 

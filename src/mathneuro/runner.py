@@ -26,7 +26,6 @@ from mathneuro.method_registry import resolve_method
 from mathneuro.preflight import check_model_source, check_top_k, check_writable_dir, refuse_empty_selection
 from mathneuro.recording import (
     WandbRun,
-    check_writable,
     read_complete_results,
 )
 from mathneuro.results import RESULTS_FILE, PointResult
@@ -118,10 +117,7 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
             log.info("%s: complete results found, skipping this point", output_dir)
             done["skipped"] = True
             return done
-    try:
-        check_writable(output_dir)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    check_writable_dir(output_dir, "hydra.run.dir")
     check_writable_dir(cfg.cache_dir, "cache_dir")
     timings: dict[str, float] = {}
     memory: dict[str, dict[str, float]] = {}
