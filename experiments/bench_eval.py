@@ -1,12 +1,13 @@
-"""Benchmark: the paper's evaluation (gsm8k_cot, RACE, MMLU) from ../shared/data on a real model, with limits.
+"""Benchmark: a generation task through plain lm-eval ``HFLM`` and through ``PrefixCacheHFLM``, side by side.
 
-Runs the local twins of the stock lm-eval tasks (``eval.data_dir`` = ../shared/data) through
-``mathneuro.evaluation.Evaluator`` on an in-memory model, then (``--probes``) the built-in probes,
-including the GSM8K-style probe with and without the shared-prefix KV cache (same answers, faster).
-Prints scores and seconds per example. Not a test: it needs the GGUF models of ../shared/models
-(``bash ../shared/models/fetch-models.sh ~/.cache/mathneuro/gguf qwen2.5-coder-0.5b``).
+Runs the same lm-eval task (default: ``gsm8k_cot``'s local twin, 8-shot chain of thought, from
+``--data-dir``) on the same in-memory model twice in one process, ``eval.prefix_cache`` off and
+on, and prints for each path the seconds, seconds per question and the task's metrics, then how
+many questions got the same generated text and the same extracted answer (per lm-eval filter),
+with the ids of those that differ. Ratios are measured in the same run, so a shared, busy machine
+slows both paths alike. Not a test: it needs a real model (a GGUF of ../shared/models).
 
-    .venv/bin/python experiments/bench_eval.py --gsm8k-limit 20 --race-limit 50 --mmlu-limit 1 --probes
+    nohup .venv/bin/python experiments/bench_eval.py --limit 24 --out bench.json > bench.log 2>&1 &
 """
 
 from __future__ import annotations
@@ -19,114 +20,122 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_MODEL = Path.home() / ".cache/mathneuro-models/qwen2.5-coder-0.5b/model.gguf"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default=str(Path.home() / ".cache/mathneuro/gguf/qwen2.5-coder-0.5b/model.gguf"),
-                   help="a .gguf file, a folder holding one, or a plain model folder")
+    p.add_argument("--model", default=str(DEFAULT_MODEL), help="a .gguf file, a folder holding one, or a model folder")
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
+    p.add_argument("--task", default="gsm8k_cot", help="a generation task of mathneuro's task table")
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--gsm8k-limit", type=int, default=20)
-    p.add_argument("--race-limit", type=int, default=50)
-    p.add_argument("--mmlu-limit", type=int, default=1, help="per subject (57 subjects)")
-    p.add_argument("--tasks", nargs="*", default=["gsm8k_cot", "race", "mmlu"])
-    p.add_argument("--probes", action="store_true", help="also run arith, mc, ppl and gsm8k_gen (cache on/off)")
-    p.add_argument("--gen-limit", type=int, default=10, help="problems for the gsm8k_gen probe")
-    p.add_argument("--out", default=None, help="write the results as JSON here")
+    p.add_argument("--limit", type=int, default=24, help="questions (the first N of the test file)")
+    p.add_argument("--max-gen-toks", type=int, default=None, help="cap on generated tokens (default: the task's)")
+    p.add_argument("--order", default="plain,prefix", help="which paths run, in this order")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--out", default=None, help="write results and per-question answers as JSON here (after each path)")
     return p.parse_args(argv)
 
 
-def load(model_path: str, dtype: str):
-    """(model, tokenizer) via mathneuro.models (GGUF converted once to a cached folder), else transformers."""
+def load(model_path: str, dtype: str, device: str):
+    """(model, tokenizer) via mathneuro.models (a GGUF is converted once into the shared cache)."""
+    from mathneuro.models import load_model
+
     start = time.perf_counter()
-    try:
-        from mathneuro.models import load_model
-
-        model, tok = load_model(model_path, dtype=dtype, device="auto")
-    except Exception as exc:  # noqa: BLE001 - fall back to a direct GGUF load
-        print(f"mathneuro.models.load_model failed ({exc}); loading the GGUF directly", file=sys.stderr)
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        path = Path(model_path)
-        folder, gguf = (path.parent, path.name) if path.suffix == ".gguf" else (path, "model.gguf")
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=getattr(torch, dtype))
-        tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
-        model.eval()
-    print(f"loaded {model_path} in {time.perf_counter() - start:.1f} s ({type(model).__name__})", flush=True)
+    model, tok = load_model(model_path, dtype=dtype, device=device)
+    print(f"loaded {model_path} in {time.perf_counter() - start:.1f} s ({type(model).__name__}, {dtype}, "
+          f"{next(model.parameters()).device})", flush=True)
     return model, tok
 
 
-def run(ev, label: str, rows: list[dict]) -> dict[str, float]:
-    """Evaluate, print each task's scores and seconds per example, and collect rows."""
-    metrics = ev.evaluate()
-    for task in ev.cfg.tasks:
-        n = ev.last_num_examples.get(task, 0)
-        sec = ev.last_seconds.get(task, float("nan"))
-        scores = {k.split("/", 2)[2]: round(v, 4) for k, v in metrics.items() if k.split("/")[1] == task}
-        row = {"run": label, "task": task, "examples": n, "seconds": round(sec, 1),
-               "seconds_per_example": round(sec / n, 3) if n else None, "scores": scores}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    return metrics
+def run_path(model, tok, args: argparse.Namespace, prefix_cache: bool) -> dict:
+    """One lm-eval run of the task; returns seconds, metrics and per-question generations and answers."""
+    import lm_eval
+
+    from mathneuro.evaluation import EvalConfig
+    from mathneuro.evaluation.harness import Harness, flatten_lm_eval_metrics, preserved_rng
+
+    cfg = EvalConfig(name="bench", tasks=[args.task], data_dir=args.data_dir, batch_size=args.batch_size,
+                     prefix_cache=prefix_cache, max_gen_toks=args.max_gen_toks, bootstrap_iters=0)
+    cfg.validate()
+    harness = Harness(model, tok, cfg, cfg.resolved_data_dir())
+    name = harness.lm_eval_name(args.task)
+    task = harness.built_task(args.task)  # datasets read before the clock starts
+    lm = harness.lm
+    gen_kwargs = {"max_gen_toks": args.max_gen_toks} if args.max_gen_toks else None
+    start, cpu_start = time.perf_counter(), time.process_time()
+    with preserved_rng():
+        results = lm_eval.simple_evaluate(model=lm, tasks=[task], task_manager=harness.task_manager,
+                                          limit=args.limit, bootstrap_iters=0, log_samples=True,
+                                          gen_kwargs=gen_kwargs, fewshot_random_seed=cfg.fewshot_seed)
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    texts: dict[int, str] = {}
+    answers: dict[str, dict[int, str]] = {}
+    for sample in results["samples"][name]:
+        doc_id = int(sample["doc_id"])
+        texts[doc_id] = sample["resps"][0][0]
+        answers.setdefault(sample["filter"], {})[doc_id] = str(sample["filtered_resps"][0])
+    stats = getattr(lm, "prefix_stats", None)
+    return {"path": "prefix" if prefix_cache else "plain", "seconds": seconds, "cpu_seconds": cpu_seconds,
+            "questions": len(texts),
+            "metrics": flatten_lm_eval_metrics(results["results"][name]), "texts": texts, "answers": answers,
+            "prefix_stats": vars(stats) if stats is not None else None}
 
 
-def compare_prefix_cache(model, tok, args: argparse.Namespace) -> dict:
-    """The GSM8K-style probe with and without the shared-prefix KV cache: same answers? how much faster?"""
-    from mathneuro.eval_tasks.fewshot import gsm8k_cot
-    from mathneuro.evaluation.answers import extract_gsm_answer, gold_answer, numbers_match
-    from mathneuro.evaluation.generation import greedy_generate
-    from mathneuro.evaluation.probes import gsm8k_prefix, gsm8k_prompt, read_jsonl
-
-    records = read_jsonl(Path(args.data_dir) / "gsm8k" / "test.jsonl")[: args.gen_limit]
-    prefix = gsm8k_prefix(gsm8k_cot(), 8)
-    texts, seconds = {}, {}
-    for reuse in (True, False):
-        start = time.perf_counter()
-        texts[reuse] = greedy_generate(model, tok, [gsm8k_prompt(r["question"]) for r in records], prefix=prefix,
-                                       max_new_tokens=256, stop=("\n\n", "Q:"), batch_size=args.batch_size,
-                                       reuse_prefix_cache=reuse, progress=True)
-        seconds[reuse] = time.perf_counter() - start
-    scores = {}
-    for reuse in (True, False):
-        correct = [numbers_match(extract_gsm_answer(t), gold_answer(r["answer"]))
-                   for t, r in zip(texts[reuse], records, strict=True)]
-        scores["exact_match_cached" if reuse else "exact_match_uncached"] = sum(correct) / len(correct)
-    same = sum(a == b for a, b in zip(texts[True], texts[False], strict=True))
-    # fp32: identical; bf16: batch shapes change the rounding, so a few greedy paths may part (as in any batching)
-    row = {"run": "gsm8k_gen prefix cache", "task": "gsm8k_gen", "examples": len(records),
-           "identical_answers": f"{same}/{len(records)}",
-           "seconds_per_example_cached": round(seconds[True] / len(records), 3),
-           "seconds_per_example_uncached": round(seconds[False] / len(records), 3),
-           "scores": scores}
-    print(json.dumps(row), flush=True)
-    return row
+def compare(runs: dict[str, dict]) -> dict:
+    """Same text / same extracted answer per question, between the plain and the prefix-cache path."""
+    a, b = runs["plain"], runs["prefix"]
+    ids = sorted(a["texts"])
+    out = {"questions": len(ids), "same_text": sum(a["texts"][i] == b["texts"][i] for i in ids),
+           "text_differs": [i for i in ids if a["texts"][i] != b["texts"][i]], "same_answer": {}}
+    for filt, plain_answers in a["answers"].items():
+        same = [i for i in ids if plain_answers[i] == b["answers"][filt][i]]
+        out["same_answer"][filt] = len(same)
+    out["speedup"] = a["seconds"] / b["seconds"]
+    out["cpu_speedup"] = a["cpu_seconds"] / b["cpu_seconds"]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from mathneuro.evaluation import EvalConfig, Evaluator
+    if args.threads:
+        import torch
 
-    model, tok = load(args.model, args.dtype)
-    rows: list[dict] = []
-    cfg = EvalConfig(name="bench", tasks=list(args.tasks), data_dir=args.data_dir, batch_size=args.batch_size)
-    cfg.limits.gsm8k_cot = args.gsm8k_limit
-    cfg.limits.race = args.race_limit
-    cfg.limits.mmlu = args.mmlu_limit
-    if cfg.tasks:
-        run(Evaluator(model, tok, cfg), "harness", rows)
-    if args.probes:
-        probes = EvalConfig(name="bench-probes", tasks=["arith", "mc", "ppl"], data_dir=args.data_dir,
-                            batch_size=args.batch_size)
-        probes.arith.num_problems = 100
-        run(Evaluator(model, tok, probes), "probes", rows)
-        rows.append(compare_prefix_cache(model, tok, args))
+        torch.set_num_threads(args.threads)
+    model, tok = load(args.model, args.dtype, args.device)
+    runs: dict[str, dict] = {}
+    for path in args.order.split(","):
+        if path not in ("plain", "prefix"):
+            print(f"--order: unknown path {path!r}; allowed: plain, prefix", file=sys.stderr)
+            return 2
+        runs[path] = run_path(model, tok, args, prefix_cache=path == "prefix")
+        r = runs[path]
+        print(json.dumps({"path": path, "seconds": round(r["seconds"], 1), "cpu_seconds": round(r["cpu_seconds"], 1),
+                          "seconds_per_question": round(r["seconds"] / r["questions"], 2),
+                          "metrics": {k: round(v, 4) for k, v in r["metrics"].items()},
+                          "prefix_stats": r["prefix_stats"]}), flush=True)
+        if args.out:
+            Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs, "summary": None}, indent=1))
+    summary = None
+    if len(runs) == 2:
+        summary = compare(runs)
+        n = summary["questions"]
+        print(f"\n{args.task}, {n} questions, batch {args.batch_size}, {args.dtype}, {args.model}")
+        print(f"{'path':<8} {'seconds':>8} {'s/question':>11} {'CPU s':>8}  metrics")
+        for path in ("plain", "prefix"):
+            r = runs[path]
+            metrics = ", ".join(f"{k}={v:.3f}" for k, v in r["metrics"].items() if not k.endswith("_stderr"))
+            print(f"{path:<8} {r['seconds']:>8.1f} {r['seconds'] / n:>11.2f} {r['cpu_seconds']:>8.1f}  {metrics}")
+        print(f"speed-up {summary['speedup']:.2f}x (CPU time {summary['cpu_speedup']:.2f}x); same generated text {summary['same_text']}/{n}; same answer: "
+              + ", ".join(f"{f} {k}/{n}" for f, k in summary["same_answer"].items()))
+        if summary["text_differs"]:
+            print(f"texts differ for doc ids {summary['text_differs']}")
     if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=2))
+        Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs, "summary": summary}, indent=1))
     return 0
 
 

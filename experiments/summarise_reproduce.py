@@ -14,7 +14,7 @@ import math
 import statistics
 from pathlib import Path
 
-from mathneuro.analysis import data_efficiency
+from mathneuro.efficiency import efficiency_table
 from mathneuro.report import (
     comparison_rows,
     load_results,
@@ -24,7 +24,6 @@ from mathneuro.report import (
     tidy_rows,
     write_csv,
 )
-from mathneuro.selection import Selection
 
 GRID_METRICS = {"math/arith/exact_match": "arith", "nonmath/mc/acc": "MC acc", "nonmath/ppl/word_perplexity": "word ppl"}
 PAPER_METRICS = {"math/gsm8k_gen/exact_match": "GSM8K", "nonmath/race/acc": "RACE acc", "nonmath/mmlu/acc": "MMLU acc"}
@@ -155,26 +154,24 @@ def module_shares(rows: list[dict], top_k: float = 0.15) -> str:
 
 
 def data_efficiency_table(rows: list[dict], figure: Path) -> str:
-    selections = {}
-    for result in (r["_result"] for r in rows):
-        path = Path(result["_dir"]) / "selection.safetensors"
-        if path.is_file():
-            point = result["point"]
-            selections[(int(point["num_samples"]), int(point["seed"]))] = Selection.load(path)
-    if not selections:
+    """Overlap of two independent draws for M and for the math top-K sets (selection_topk.safetensors,
+    or wanda points of the same N and seed); top-K columns show "–" where neither was saved."""
+    overlaps = efficiency_table([r["_result"] for r in rows])
+    if not overlaps:
         return ""
-    overlaps = data_efficiency(selections)
     plot_data_efficiency(overlaps, figure, title="MathNeuro (top-K 15 %): two independent identifications")
     ref = max(r["num_samples"] for r in overlaps)
-    lines = ["| N samples | identifications | Jaccard of two draws | share of one draw in the other | "
-             f"share of M(N={ref}) found |", "|---|---|---|---|---|"]
+    lines = ["| N samples | identifications | Jaccard of two draws (M) | share of one draw in the other (M) | "
+             f"share of M(N={ref}) found | Jaccard (math top-K) | share of one draw in the other (math top-K) |",
+             "|---|---|---|---|---|---|---|"]
+
     def f(row: dict, key: str) -> str:
         v = row.get(key)
         return "–" if v is None else f"{v:.3f}"
 
     for r in overlaps:
         lines.append(f"| {r['num_samples']} | {r['seeds']} | {f(r, 'jaccard_mean')} | {f(r, 'a_in_b_mean')} "
-                     f"| {f(r, 'ref_in_n_mean')} |")
+                     f"| {f(r, 'ref_in_n_mean')} | {f(r, 'topk_jaccard_mean')} | {f(r, 'topk_a_in_b_mean')} |")
     return "\n".join(lines) + "\n"
 
 

@@ -23,7 +23,6 @@ from mathneuro.evaluation.probes import (
     arith_probe,
     arith_problems,
     gsm8k_prefix,
-    gsm8k_probe,
     mc_probe,
     mc_prompt,
     mc_records,
@@ -106,20 +105,26 @@ def test_arith_problems_deterministic_and_private_rng():
 
 
 @pytest.mark.parametrize("reuse", [True, False])
-def test_gsm8k_probe_scores_known_answers_exactly(five_model, tmp_path, reuse):
+def test_gsm8k_gen_is_lm_eval_gsm8k_cot_on_the_probe_file(five_model, tmp_path, reuse):
+    # gsm8k_gen runs lm-eval's gsm8k_cot (prompt, stops, filters) on its problem file: the model writes " 5",
+    # so flexible-extract finds 5 (right for 3 of 6) and strict-match ("The answer is N.") finds nothing.
     model, tok = five_model
     golds = [5, 7, 5, 12, 5, 3]
     records = [{"question": f"Sam has {g} apples. How many apples?", "answer": f"He has {g}.\n#### {g}"} for g in golds]
-    cfg = GenerationProbeConfig(num_fewshot=2, max_new_tokens=12, reuse_prefix_cache=reuse)
-    out = gsm8k_probe(model, tok, records, gsm8k_cot(), cfg, batch_size=4)
-    assert out["exact_match"] == pytest.approx(3 / 6)
-    # the same through the Evaluator, reading a problem file
     path = tmp_path / "problems.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    ecfg = EvalConfig(name="t", tasks=["gsm8k_gen"], batch_size=4, progress=False)
+    ecfg = EvalConfig(name="t", tasks=["gsm8k_gen"], batch_size=4, progress=False, bootstrap_iters=0)
     ecfg.gsm8k_gen = GenerationProbeConfig(file=str(path), num_fewshot=2, max_new_tokens=12, reuse_prefix_cache=reuse)
-    metrics = Evaluator(model, tok, ecfg).evaluate()
-    assert metrics["math/gsm8k_gen/exact_match"] == pytest.approx(0.5)
+    ev = Evaluator(model, tok, ecfg)
+    metrics = ev.evaluate()
+    assert metrics["math/gsm8k_gen/exact_match,flexible-extract"] == pytest.approx(0.5)
+    assert metrics["math/gsm8k_gen/exact_match,strict-match"] == 0.0
+    assert metrics["math/gsm8k_gen/exact_match"] == metrics["math/gsm8k_gen/exact_match,strict-match"]
+    assert ev.last_num_examples["gsm8k_gen"] == 6
+    lm = ev._probe_data["gsm8k_gen"].harness.lm
+    assert (getattr(lm, "prefix_stats", None) is not None) == reuse
+    if reuse:
+        assert lm.prefix_stats.cached_batches == 2
 
 
 def _hf_greedy(model, tok, prompt: str, max_new_tokens: int) -> str:

@@ -45,6 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  missing: {entry['job']}: {entry['reason']}")
     print(f"wrote {report['csv']}")
     print(f"wrote {report['markdown']}")
+    if report.get("paired_csv"):
+        print(f"wrote {report['paired_csv']}")
+    for note in report.get("paired_notes") or []:
+        print(f"  paired: {note}")
     for path in report["figures"].values():
         print(f"wrote {path}")
     if args.wandb_project:

@@ -15,6 +15,7 @@ import logging
 import resource
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -190,6 +191,13 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
             handle.undo()
         if cfg.save_selection:
             selection.save(output_dir / "selection.safetensors")
+            if cfg.method.name == "mathneuro":  # its math top-K set too (data efficiency of both sets)
+                wanda = SimpleNamespace(name="wanda", targets=cfg.method.targets,
+                                        include_lm_head=cfg.method.include_lm_head)  # = the math top-K
+                topk, _ = bench.select(wanda, task, [], top_k=cfg.top_k, seed=cfg.seed,
+                                       max_length=cfg.max_length, batch_size=cfg.batch_size, progress=False)
+                topk.method, topk.meta["set"] = "mathneuro_topk", "math top-K (M before the filter)"
+                topk.save(output_dir / "selection_topk.safetensors")
         timings["total"] = round(time.perf_counter() - t_start, 3)
         record = PointResult(
             status="complete", point=point, config=config_dict, selection=summary, metrics=metrics,

@@ -5,16 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-_NUMBER = r"-?\$?\d[\d,]*(?:\.\d+)?"
-_ANSWER_IS = re.compile(r"[Tt]he (?:final )?answer is:?\s*\$?\s*(" + _NUMBER + ")")
-_ANY_NUMBER = re.compile(_NUMBER)
 _GOLD_MARK = "####"
-
-
-def cut_at_blank_line(text: str) -> str:
-    """The text up to its first blank line (the end of one few-shot answer)."""
-    match = re.search(r"\n[ \t]*\n", text)
-    return text[: match.start()] if match else text
 
 
 def parse_number(text: str | None) -> float | None:
@@ -27,19 +18,6 @@ def parse_number(text: str | None) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
-
-
-def extract_gsm_answer(text: str) -> str | None:
-    """The answer in a GSM8K-style generation: the first "The answer is N", else the final number.
-
-    Only the text before the first blank line counts (the model's next "Q:" is not its answer).
-    """
-    text = cut_at_blank_line(text)
-    match = _ANSWER_IS.search(text)
-    if match:
-        return match.group(1)
-    numbers = _ANY_NUMBER.findall(text)
-    return numbers[-1] if numbers else None
 
 
 def gold_answer(answer: str) -> str:

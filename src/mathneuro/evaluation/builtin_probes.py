@@ -7,8 +7,7 @@ from mathneuro.evaluation.probe_registry import ProbeContext, register_probe
 from mathneuro.evaluation.probes import (
     apply_limit,
     arith_probe,
-    gsm8k_probe,
-    gsm8k_records,
+    gsm8k_file,
     mc_probe,
     mc_records,
     ppl_probe,
@@ -25,15 +24,14 @@ def arith(ctx: ProbeContext) -> dict[str, float]:
 
 @register_probe("gsm8k_gen", kind="math")
 def gsm8k_gen(ctx: ProbeContext) -> dict[str, float]:
-    """GSM8K-style chain of thought with the gsm8k_cot exemplars (``eval.gsm8k_gen``)."""
+    """lm-eval's gsm8k_cot on the probe's problems (:mod:`mathneuro.evaluation.gsm8k_alias`; ``eval.gsm8k_gen``)."""
     if "data" not in ctx.cache:
-        from mathneuro.eval_tasks.fewshot import gsm8k_cot
+        from mathneuro.evaluation.gsm8k_alias import Gsm8kGen
 
-        ctx.cache["data"] = (apply_limit(gsm8k_records(ctx.cfg.gsm8k_gen, ctx.data_dir), ctx.limit), gsm8k_cot())
-    records, exemplars = ctx.cache["data"]
-    ctx.num_examples = len(records)
-    return gsm8k_probe(ctx.model, ctx.tokenizer, records, exemplars, ctx.cfg.gsm8k_gen, batch_size=ctx.batch_size,
-                       progress=ctx.progress)
+        ctx.cache["data"] = Gsm8kGen(ctx.model, ctx.tokenizer, ctx.cfg, gsm8k_file(ctx.cfg.gsm8k_gen, ctx.data_dir))
+    run = ctx.cache["data"].run()
+    ctx.num_examples = run.num_examples
+    return run.metrics
 
 
 @register_probe("mc", kind="nonmath")

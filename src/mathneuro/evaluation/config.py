@@ -41,12 +41,12 @@ class ArithConfig:
 
 @dataclass
 class GenerationProbeConfig:
-    """GSM8K-style probe: chain-of-thought generation, answer = first "The answer is N", else the last number."""
+    """``gsm8k_gen``: lm-eval's ``gsm8k_cot`` (prompt, stops, strict/flexible filters) on this problem file."""
 
     file: Optional[str] = None  # .jsonl with question/answer; None: <data_dir>/gsm8k/test.jsonl, else our word problems
-    num_fewshot: int = 8  # worked examples in the shared prefix (lm-eval's gsm8k_cot exemplars)
-    max_new_tokens: int = 256
-    reuse_prefix_cache: bool = True  # compute the shared few-shot prefix once per batch (same answers, faster)
+    num_fewshot: int = 8  # lm-eval gsm8k_cot exemplars before each question
+    max_new_tokens: int = 256  # lm-eval max_gen_toks of this run
+    reuse_prefix_cache: bool = True  # with eval.prefix_cache: the shared few-shot prefix computed once (PrefixCacheHFLM)
 
 
 @dataclass
@@ -103,6 +103,7 @@ class EvalConfig:
     baseline: bool = True  # also evaluate the unedited model (the runner caches it per model + eval config)
     bootstrap_iters: int = 1000  # lm-eval stderr: closed form for means; bootstrap for perplexities; 0: none
     max_gen_toks: Optional[int] = None  # cap on generated tokens for lm-eval generation tasks
+    prefix_cache: bool = True  # generation tasks: the prompt prefix shared by a batch is computed once (false: plain HFLM)
     max_length: Optional[int] = None  # HFLM context length (None: from the model config)
     softmax_dtype: Optional[str] = "float32"  # HFLM log-softmax dtype; null: the model's (bf16 rounds log-probs)
     apply_chat_template: bool = False

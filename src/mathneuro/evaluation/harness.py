@@ -111,16 +111,23 @@ class Harness:
     # ------------------------------------------------------------------ lazily built pieces
     @property
     def lm(self):
-        """The ``HFLM`` wrapping the model object (built on first use; batch size set here, not per call)."""
+        """The ``HFLM`` wrapping the model object (built on first use; batch size set here, not per call).
+
+        With ``eval.prefix_cache`` it is a :class:`PrefixCacheHFLM`: generation tasks compute the
+        prompt prefix their requests share (the few-shot exemplars) once per call.
+        """
         if self._lm is None:
             from lm_eval.models.huggingface import HFLM
 
+            from mathneuro.evaluation.prefix_cache import PrefixCacheHFLM
+
+            wrapper = PrefixCacheHFLM if self.cfg.prefix_cache else HFLM
             kwargs: dict[str, Any] = {"batch_size": self.cfg.batch_size}
             if self.cfg.max_length is not None:
                 kwargs["max_length"] = self.cfg.max_length
             if self.cfg.softmax_dtype is not None:
                 kwargs["softmax_dtype"] = self.cfg.softmax_dtype
-            self._lm = HFLM(pretrained=self.model, tokenizer=self.tokenizer, **kwargs)
+            self._lm = wrapper(pretrained=self.model, tokenizer=self.tokenizer, **kwargs)
         return self._lm
 
     @property

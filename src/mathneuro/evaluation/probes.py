@@ -1,8 +1,8 @@
 """Built-in probes: fast math and non-math signals without lm-evaluation-harness.
 
 - ``arith``: exact match on generated ``a <op> b =`` problems (greedy, batched, stop at newline).
-- ``gsm8k_gen``: GSM8K-style chain of thought; the answer is the first "The answer is N", else
-  the final number, before the first blank line; the few-shot prefix may share one KV cache.
+- ``gsm8k_gen``: an alias of lm-eval's ``gsm8k_cot`` (the paper's metric) on the probe's problem
+  file; it runs through the harness (:mod:`mathneuro.evaluation.gsm8k_alias`), not here.
 - ``mc``: multiple-choice accuracy by log-likelihood (lm-eval's ``acc`` and ``acc_norm``).
 - ``ppl``: perplexity of a text set (token, word, byte; bits per byte).
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from mathneuro.data import read_jsonl
-from mathneuro.evaluation.answers import extract_gsm_answer, extract_integer, gold_answer, numbers_match
+from mathneuro.evaluation.answers import extract_integer
 from mathneuro.evaluation.config import ArithConfig, GenerationProbeConfig
 from mathneuro.evaluation.generation import greedy_generate
 from mathneuro.evaluation.likelihood import loglikelihoods, rolling_loglikelihoods
@@ -106,7 +106,7 @@ def arith_probe(model: torch.nn.Module, tokenizer, cfg: ArithConfig, *, batch_si
     return _mean_metric("exact_match", scores)
 
 
-# --------------------------------------------------------------------------- GSM8K-style generation
+# --------------------------------------------------------------------------- GSM8K problems (gsm8k_gen)
 
 
 def gsm8k_prompt(question: str) -> str:
@@ -115,32 +115,23 @@ def gsm8k_prompt(question: str) -> str:
 
 
 def gsm8k_prefix(exemplars: Sequence[dict], num_fewshot: int) -> str:
-    """The shared few-shot prefix: ``num_fewshot`` worked examples, each followed by a blank line."""
+    """``num_fewshot`` worked examples in lm-eval's ``gsm8k_cot`` format, each followed by a blank line."""
     return "".join(f"{gsm8k_prompt(e['question'])} {e['target']}\n\n" for e in exemplars[:num_fewshot])
 
 
-def gsm8k_records(cfg: GenerationProbeConfig, data_dir: Path | None) -> list[dict]:
-    """The probe's problems: ``cfg.file``, else ``<data_dir>/gsm8k/test.jsonl``, else our word problems."""
+def gsm8k_file(cfg: GenerationProbeConfig, data_dir: Path | None) -> Path:
+    """The problems of ``gsm8k_gen``: ``cfg.file``, else ``<data_dir>/gsm8k/test.jsonl``, else our word problems."""
     if cfg.file:
-        path = Path(cfg.file).expanduser()
-    elif data_dir is not None and (data_dir / "gsm8k" / "test.jsonl").is_file():
-        path = data_dir / "gsm8k" / "test.jsonl"
-    else:
-        path = probe_data_dir() / WORD_PROBLEMS_FILE
-    return read_jsonl(path)
+        return Path(cfg.file).expanduser()
+    if data_dir is not None and (data_dir / "gsm8k" / "test.jsonl").is_file():
+        return data_dir / "gsm8k" / "test.jsonl"
+    return probe_data_dir() / WORD_PROBLEMS_FILE
 
 
-def gsm8k_probe(model: torch.nn.Module, tokenizer, records: Sequence[dict], exemplars: Sequence[dict],
-                cfg: GenerationProbeConfig, *, batch_size: int = 8, progress: bool = False) -> dict[str, float]:
-    """Exact match of the extracted answer against the gold number (``answer`` after ``####``)."""
-    outputs = greedy_generate(
-        model, tokenizer, [gsm8k_prompt(r["question"]) for r in records],
-        prefix=gsm8k_prefix(exemplars, cfg.num_fewshot), max_new_tokens=cfg.max_new_tokens,
-        stop=("\n\n", "Q:", "</s>", "<|im_end|>"), batch_size=batch_size,
-        reuse_prefix_cache=cfg.reuse_prefix_cache, progress=progress, desc="gsm8k_gen")
-    scores = [float(numbers_match(extract_gsm_answer(o), gold_answer(str(r["answer"]))))
-              for o, r in zip(outputs, records, strict=True)]
-    return _mean_metric("exact_match", scores)
+def gsm8k_records(cfg: GenerationProbeConfig, data_dir: Path | None) -> list[dict]:
+    """The records of :func:`gsm8k_file`. ``gsm8k_gen`` itself runs lm-eval's ``gsm8k_cot`` on them
+    (:mod:`mathneuro.evaluation.gsm8k_alias`)."""
+    return read_jsonl(gsm8k_file(cfg, data_dir))
 
 
 # --------------------------------------------------------------------------- multiple choice
@@ -216,7 +207,7 @@ def ppl_probe(model: torch.nn.Module, tokenizer, docs: Sequence[str], *, max_len
 
 
 __all__ = [
-    "ArithProblem", "arith_prefix", "arith_probe", "arith_problems", "gsm8k_prefix", "gsm8k_probe", "gsm8k_prompt",
+    "ArithProblem", "arith_prefix", "arith_probe", "arith_problems", "gsm8k_file", "gsm8k_prefix", "gsm8k_prompt",
     "gsm8k_records", "mc_probe", "mc_prompt", "mc_records", "mean_stderr", "ppl_probe", "read_jsonl",
     "text_documents", "apply_limit",
 ]

@@ -218,32 +218,35 @@ def plot_per_layer(data: Any, path: str | Path, *, top_k: float | None = None, n
 
 
 def plot_data_efficiency(rows: Sequence[Mapping], path: str | Path, *, title: str | None = None) -> Path:
-    """The data-efficiency figure from :func:`mathneuro.analysis.data_efficiency` rows: Jaccard of
-    two independent identifications (mean ± std over seed pairs) and the share of the reference
-    selection found, against the number of samples (log axis)."""
+    """Overlap of two independent identifications against N (log axis): for M (solid) and, where
+    the rows have them, for the math top-K sets (dashed, same colour per measure): Jaccard (mean ±
+    std over seed pairs), share of one draw's set in the other's, share of the reference N's set found."""
     plt = _pyplot()
     rows = sorted(rows, key=lambda r: r["num_samples"])
     if not rows:
         raise ValueError("plot_data_efficiency: no rows")
-    fig, ax = plt.subplots(figsize=(5.6, 3.9))
-    pts = [r for r in rows if r.get("jaccard_mean") is not None]
-    if pts:
-        ax.errorbar([r["num_samples"] for r in pts], [r["jaccard_mean"] for r in pts],
-                    yerr=[r.get("jaccard_std") or 0.0 for r in pts], marker="o", capsize=3,
-                    label="Jaccard, two seeds")
-        ax.plot([r["num_samples"] for r in pts], [r["a_in_b_mean"] for r in pts], marker="s", linestyle=":",
-                label="share of one seed's M in the other's")
-    ref = [r for r in rows if r.get("ref_in_n_mean") is not None]
-    if ref:
-        ax.plot([r["num_samples"] for r in ref], [r["ref_in_n_mean"] for r in ref], marker="^", linestyle="--",
-                label=f"share of M(N={ref[0]['ref_num_samples']}) found")
+    fig, ax = plt.subplots(figsize=(6.2, 4.2))
+    for prefix, style, name in (("", "-", "M"), ("topk_", "--", "math top-K")):
+        pts = [r for r in rows if r.get(f"{prefix}jaccard_mean") is not None]
+        if pts:
+            xs = [r["num_samples"] for r in pts]
+            ax.errorbar(xs, [r[f"{prefix}jaccard_mean"] for r in pts], yerr=[r.get(f"{prefix}jaccard_std") or 0.0
+                        for r in pts], marker="o", capsize=3, linestyle=style, color="C0",
+                        label=f"{name}: Jaccard, two draws")
+            ax.plot(xs, [r[f"{prefix}a_in_b_mean"] for r in pts], marker="s", linestyle=style, color="C1",
+                    label=f"{name}: share of one draw in the other")
+        ref = [r for r in rows if r.get(f"{prefix}ref_in_n_mean") is not None]
+        if ref:
+            ax.plot([r["num_samples"] for r in ref], [r[f"{prefix}ref_in_n_mean"] for r in ref], marker="^",
+                    linestyle=style, color="C2",
+                    label=f"{name}: share of the N={ref[0][f'{prefix}ref_num_samples']} set found")
     ax.set_xscale("log")
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("samples per identification (N)")
     ax.set_ylabel("overlap")
-    ax.set_title(title or "data efficiency of the identification", fontsize=11)
+    ax.set_title(title or "data efficiency of the identification (M solid, math top-K dashed)", fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     return _save(fig, path)
 
 

@@ -114,7 +114,10 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
 
     Figures: ``<intervention>_vs_topk.png`` (every metric, math and non-math side by side),
     ``<intervention>_vs_scalar.png`` when several scale factors were run, ``per_layer.png``.
-    Returns ``{"csv", "markdown", "figures": {name: path}, "rows", "missing", "metrics", "comparison"}``.
+    With per-example records also ``paired.csv`` (:mod:`mathneuro.paired`); with selections saved
+    for several draws ``data_efficiency.csv`` and its figure (:mod:`mathneuro.efficiency`).
+    Returns ``{"csv", "markdown", "figures": {name: path}, "rows", "missing", "metrics", "comparison",
+    "paired", "paired_csv", "paired_notes", "data_efficiency", "data_efficiency_csv"}``.
     Raises FileNotFoundError for a missing dir and ValueError when no complete point exists."""
     sweep = Path(sweep_dir)
     complete, missing = load_results(sweep)
@@ -131,7 +134,15 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
     csv_path = write_csv(rows, out / "points.csv")
     figures, notes = _make_figures(rows, chosen, out)
     md = _summary_markdown(sweep, rows, missing, chosen, figures, notes, out)
+    from mathneuro.efficiency import write_data_efficiency  # saved selections at several N / seeds
+    from mathneuro.paired import write_paired  # paired.csv from per-example records, if any
+
+    paired, efficiency = write_paired(complete, out), write_data_efficiency(complete, out)
+    figures.update(efficiency["figures"] if efficiency else {})
     md_path = out / "summary.md"
-    md_path.write_text(md)
+    md_path.write_text(md + "\n" + paired["markdown"] + ("\n" + efficiency["markdown"] if efficiency else ""))
     return {"csv": str(csv_path), "markdown": str(md_path), "figures": figures, "rows": rows,
-            "missing": missing, "metrics": chosen, "comparison": comparison_rows(rows, chosen)}
+            "missing": missing, "metrics": chosen, "comparison": comparison_rows(rows, chosen),
+            "paired": paired["rows"], "paired_csv": paired["csv"], "paired_notes": paired["notes"],
+            "data_efficiency": efficiency["rows"] if efficiency else [],
+            "data_efficiency_csv": efficiency["csv"] if efficiency else None}

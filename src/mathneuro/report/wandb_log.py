@@ -31,7 +31,8 @@ def wandb_table_columns(rows: Sequence[Mapping], metrics: Sequence[str]) -> list
 
 def log_report_to_wandb(report: Mapping, run: Any) -> None:
     """Log a :func:`write_report` result to a W&B run: each figure as ``report/<name>`` image, the
-    points as table ``report/points`` and the over-seed comparison as ``report/comparison``.
+    points as table ``report/points``, the over-seed comparison as ``report/comparison`` and the
+    paired differences as ``report/paired``.
 
     No-op if wandb is not importable or ``run`` is None; any W&B error becomes a warning."""
     if run is None:
@@ -53,6 +54,12 @@ def log_report_to_wandb(report: Mapping, run: Any) -> None:
         if comp:
             ccols = columns_of(comp)
             payload["report/comparison"] = wandb.Table(columns=ccols, data=[[_cell(r.get(c)) for c in ccols] for r in comp])
+        if report.get("paired"):
+            from mathneuro.paired import COLUMNS, EXTRA_COLUMNS
+
+            pcols = [*COLUMNS, *EXTRA_COLUMNS]
+            payload["report/paired"] = wandb.Table(columns=pcols, data=[[_cell(r.get(c)) for c in pcols]
+                                                                        for r in report["paired"]])
         if payload:
             run.log(payload)
         summary = getattr(run, "summary", None)

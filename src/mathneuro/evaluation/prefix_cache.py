@@ -1,0 +1,356 @@
+"""``PrefixCacheHFLM``: lm-eval's ``HFLM`` whose ``generate_until`` computes a shared prompt prefix once.
+
+Every request of a few-shot generation task starts with the same exemplars (about 800 of the
+~900 prompt tokens of ``gsm8k_cot``). Plain ``HFLM`` runs them again for every request. Here each
+batch that lm-eval forms (its ``Collator`` order, its ``gen_kwargs`` grouping, its tokenisation
+and truncation: nothing of ``generate_until`` is re-implemented) is split into the longest token
+prefix its rows share and the per-row suffixes:
+
+- the prefix's keys/values are computed once, unpadded, at positions ``0 .. P-1``, and kept for
+  the next batches of the same call (cropped to what they share with a new batch);
+- each batch continues from a copy of that cache expanded to the batch; the suffixes are
+  left-padded *after* the prefix, the attention mask covers ``prefix + padded suffix`` and the
+  position ids count real tokens only, so every real token sees the same context at the same
+  positions as in plain ``HFLM`` (where the pads sit before the prefix);
+- greedy requests (lm-eval's default) are decoded by a loop that drops a row from the batch once
+  its output text is final (a stop string in its text, EOS, or ``max_gen_toks``); other
+  requests (sampling, beams, logits processors) go through ``model.generate`` with the cache.
+
+The token tensor returned has plain ``HFLM``'s layout (context width + generated tokens, pads
+after a row ends), so lm-eval's own decoding, stop-string cut, think-token handling and cache hook
+run unchanged. Batches whose rows share fewer than ``min_prefix_tokens`` tokens, seq2seq models,
+models with non-attention layers, and sliding-window models whose window is shorter than the
+sequence take the ordinary path.
+
+Outputs equal plain ``HFLM``'s up to floating-point rounding: the prefix is computed in a batch of
+one instead of inside a padded batch, so in bf16 a greedy path can part where two tokens nearly
+tie (measured in ``experiments/bench_eval.py``; README). One deliberate difference: a stop string
+that decoding hides (a special token such as ``<|im_end|>`` that is not the EOS id) ends its row
+where it appears; plain ``HFLM`` keeps generating that row until every row of the batch has
+stopped, so its text there depends on the batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from lm_eval.models.huggingface import HFLM
+
+log = logging.getLogger(__name__)
+
+# Generation options that change nothing when decoding greedily (they shape sampling only).
+_SAMPLING_ONLY = frozenset({"do_sample", "temperature", "top_p", "top_k", "min_p", "typical_p",
+                            "epsilon_cutoff", "eta_cutoff"})
+# generation_config fields that add logits processors or change greedy search; any of them set -> model.generate.
+_GREEDY_BREAKERS = {
+    "repetition_penalty": (None, 1.0), "encoder_repetition_penalty": (None, 1.0), "no_repeat_ngram_size": (None, 0),
+    "encoder_no_repeat_ngram_size": (None, 0), "bad_words_ids": (None,), "min_length": (None, 0),
+    "min_new_tokens": (None, 0), "sequence_bias": (None,), "forced_bos_token_id": (None,),
+    "forced_eos_token_id": (None,), "suppress_tokens": (None,), "begin_suppress_tokens": (None,),
+    "exponential_decay_length_penalty": (None,), "guidance_scale": (None, 1.0), "watermarking_config": (None,),
+    "num_beams": (None, 1), "num_return_sequences": (None, 1), "penalty_alpha": (None,), "max_new_tokens": (None,),
+    "stop_strings": (None,), "cache_implementation": (None, "dynamic"), "assistant_early_exit": (None,),
+    "prompt_lookup_num_tokens": (None,), "length_penalty": (None, 1.0), "low_memory": (None, False),
+    "logits_processor": (None,), "output_scores": (None, False), "output_logits": (None, False),
+    "return_dict_in_generate": (None, False), "token_healing": (None, False),
+}
+_ATTENTION_LAYERS = ("full_attention", "sliding_attention")
+
+
+def shared_prefix_length(rows: Sequence[Sequence[int]]) -> int:
+    """The number of leading tokens every row has in common (0 for no rows)."""
+    if not rows:
+        return 0
+    first = rows[0]
+    n = min(len(r) for r in rows)
+    for i in range(n):
+        token = first[i]
+        if any(r[i] != token for r in rows):
+            return i
+    return n
+
+
+@dataclass
+class PrefixStats:
+    """What the prefix cache did during the last ``generate_until`` call."""
+
+    batches: int = 0  # batches lm-eval formed
+    cached_batches: int = 0  # ... that continued from a shared-prefix cache
+    prefix_computations: int = 0  # prefix forward passes (once per distinct prefix, not per batch)
+    prefix_tokens_skipped: int = 0  # prompt tokens not recomputed: sum over cached batches of (rows - 1) * P
+    greedy_batches: int = 0  # cached batches decoded by the row-dropping greedy loop (others: model.generate)
+
+
+class PrefixCacheHFLM(HFLM):
+    """``HFLM`` whose ``generate_until`` runs a batch's shared token prefix once and continues each request from it.
+
+    Build it like ``HFLM`` (``pretrained=model, tokenizer=tok, batch_size=8``); ``min_prefix_tokens``
+    is the shortest shared prefix worth a cache. ``prefix_stats`` describes the last call.
+    """
+
+    def __init__(self, *args: Any, min_prefix_tokens: int = 16, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.min_prefix_tokens = max(1, int(min_prefix_tokens))
+        self.prefix_stats = PrefixStats()
+        self._prefix_ids: list[int] | None = None
+        self._prefix_cache = None
+        self._unsupported: str | None = None
+
+    # ------------------------------------------------------------------ lm-eval entry point
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """lm-eval's ``generate_until``, unchanged; each batch's model call continues from a shared-prefix cache.
+
+        The prefix cache lives for this call only: the weights may be edited between calls.
+        """
+        self.prefix_stats = PrefixStats()
+        self._drop_prefix()
+        try:
+            return super().generate_until(requests, disable_tqdm=disable_tqdm)
+        finally:
+            self._drop_prefix()
+
+    def _drop_prefix(self) -> None:
+        self._prefix_ids, self._prefix_cache = None, None
+
+    def _model_generate(self, context: torch.Tensor, max_length: int, stop: list[str],
+                        **generation_kwargs: Any) -> torch.Tensor:
+        self.prefix_stats.batches += 1
+        mask = generation_kwargs.get("attention_mask")
+        reason = self._why_not_cached(context, mask, max_length)
+        if reason is None:
+            rows = [context[i][mask[i].bool()].tolist() for i in range(context.shape[0])]
+            shared = min(shared_prefix_length(rows), min(len(r) for r in rows) - 1)
+            if shared >= self.min_prefix_tokens:
+                return self._generate_from_prefix(context, rows, shared, max_length, stop, generation_kwargs)
+        return super()._model_generate(context, max_length, stop, **generation_kwargs)
+
+    # ------------------------------------------------------------------ eligibility
+    def _why_not_cached(self, context: torch.Tensor, mask: torch.Tensor | None, max_length: int) -> str | None:
+        if self.backend != "causal":
+            return "seq2seq"
+        if mask is None or context.shape[0] < 1:
+            return "no attention mask"
+        if self._unsupported is not None:
+            return self._unsupported
+        config = self.model.config
+        layer_types = getattr(config, "layer_types", None) or ()
+        if any(t not in _ATTENTION_LAYERS for t in layer_types):
+            return self._mark_unsupported(f"layer types {sorted(set(layer_types))}")
+        if getattr(config, "attention_chunk_size", None):
+            return self._mark_unsupported("chunked attention")
+        window = getattr(config, "sliding_window", None)
+        has_sliding = "sliding_attention" in layer_types or (window and getattr(config, "use_sliding_window", True))
+        if has_sliding and window and max_length > window:
+            # pads between prefix and suffix would push old tokens out of the window earlier than in plain HFLM
+            return "sequence longer than the sliding window"
+        cache_impl = getattr(self.model.generation_config, "cache_implementation", None)
+        if cache_impl not in (None, "dynamic"):
+            return self._mark_unsupported(f"cache_implementation={cache_impl!r}")
+        return None
+
+    def _mark_unsupported(self, reason: str) -> str:
+        self._unsupported = reason
+        log.info("prefix cache off for this model (%s): plain HFLM generation", reason)
+        return reason
+
+    def _greedy_ok(self, kwargs: dict[str, Any]) -> bool:
+        """Whether ``model.generate`` with these kwargs is plain greedy search (so our loop is the same)."""
+        if isinstance(self.think_end_token, (int, str)) and self.think_end_token != "":
+            return False  # text after a stop string may matter (think tokens are cut first)
+        if any(k not in _SAMPLING_ONLY for k in kwargs):
+            return False
+        gen_cfg = copy.deepcopy(self.model.generation_config)
+        for key, value in kwargs.items():
+            setattr(gen_cfg, key, value)
+        if getattr(gen_cfg, "do_sample", False):
+            return False
+        return all(getattr(gen_cfg, key, None) in allowed for key, allowed in _GREEDY_BREAKERS.items())
+
+    # ------------------------------------------------------------------ the cached path
+    def _autocast(self):
+        if self.mixed_precision_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.mixed_precision_dtype)
+
+    def _prefix_for(self, prefix: list[int]):
+        """``(P, cache)``: a cache of the first ``P`` tokens of ``prefix``, reused from earlier batches when it fits."""
+        stored = self._prefix_ids
+        if stored is not None:
+            common = shared_prefix_length([stored, prefix])
+            if common == len(stored) and len(prefix) <= 2 * common:
+                return common, self._prefix_cache  # the stored prefix covers most of this one
+            if common >= self.min_prefix_tokens and len(prefix) <= 2 * common and common < len(stored):
+                self._prefix_cache.crop(common)
+                self._prefix_ids = stored[:common]
+                return common, self._prefix_cache
+        ids = torch.tensor([prefix], dtype=torch.long, device=self.device)
+        with torch.no_grad(), self._autocast():
+            out = self.model(input_ids=ids, use_cache=True, **_last_logit_only(self.model, ids.shape[1]))
+        cache = _returned_cache(out)
+        if cache is None or not hasattr(cache, "batch_repeat_interleave"):
+            self._mark_unsupported(f"the model returned no expandable cache ({type(cache).__name__})")
+            return 0, None
+        self.prefix_stats.prefix_computations += 1
+        self._prefix_ids, self._prefix_cache = list(prefix), cache
+        return len(prefix), cache
+
+    def _generate_from_prefix(self, context: torch.Tensor, rows: list[list[int]], shared: int, max_length: int,
+                              stop: list[str], kwargs: dict[str, Any]) -> torch.Tensor:
+        plen, prefix_cache = self._prefix_for(rows[0][:shared])
+        if prefix_cache is None:
+            return super()._model_generate(context, max_length, stop, **kwargs)
+        n, width = context.shape
+        pad_id = self._pad_id()
+        # [prefix | pads | suffix]: the same width as lm-eval's left-padded context, so its slicing still holds.
+        ids = torch.full((n, width), pad_id, dtype=torch.long, device=context.device)
+        mask = torch.zeros((n, width), dtype=torch.long, device=context.device)
+        for i, row in enumerate(rows):
+            ids[i, :plen] = context.new_tensor(row[:plen])
+            ids[i, width - (len(row) - plen):] = context.new_tensor(row[plen:])
+            mask[i, :plen] = 1
+            mask[i, width - (len(row) - plen):] = 1
+        cache = copy.deepcopy(prefix_cache)
+        cache.batch_repeat_interleave(n)
+        self.prefix_stats.cached_batches += 1
+        self.prefix_stats.prefix_tokens_skipped += (n - 1) * plen
+        kwargs = {k: v for k, v in kwargs.items() if k != "attention_mask"}
+        gen = _normalise_greedy_kwargs(kwargs)
+        if self._greedy_ok(gen):
+            self.prefix_stats.greedy_batches += 1
+            return self._greedy_from_cache(ids, mask, plen, cache, max_length, stop, pad_id)
+        return super()._model_generate(ids, max_length, stop, attention_mask=mask,
+                                       **{_cache_kwarg(self.model): cache}, **kwargs)
+
+    def _pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return int(pad) if pad is not None else int(self.eot_token_id)
+
+    def _eos_ids(self) -> set[int]:
+        eos = getattr(self.model.generation_config, "eos_token_id", None)
+        if eos is None:
+            return set()
+        return {int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])}
+
+    @torch.no_grad()
+    def _greedy_from_cache(self, ids: torch.Tensor, mask: torch.Tensor, plen: int, cache, max_length: int,
+                           stop: list[str], pad_id: int) -> torch.Tensor:
+        """Greedy decoding of every row of ``ids`` (``[prefix | pads | suffix]``) after ``plen`` cached tokens.
+
+        A row leaves the batch once its text is final: EOS, a stop string in its decoded tokens, or
+        ``max_length``. Returns ``[ids | generated]`` with ``pad_id`` after each row's end, like ``generate``.
+        """
+        n, width = ids.shape
+        device = ids.device
+        budget = max(0, max_length - width)
+        out = torch.full((n, budget), pad_id, dtype=torch.long)
+        if budget == 0:
+            return ids
+        eos = self._eos_ids()
+        watch = _StopWatch(self.tokenizer, stop)
+        suffix_mask = mask[:, plen:]
+        positions = (plen + suffix_mask.cumsum(-1) - 1).clamp(min=max(plen - 1, 0))
+        step_ids, step_pos, full_mask = ids[:, plen:], positions, mask
+        last_pos = positions[:, -1:]
+        alive = list(range(n))
+        generated: list[list[int]] = [[] for _ in range(n)]
+        cache_arg = _cache_kwarg(self.model)
+        last_only = _last_logit_only(self.model, 1)  # one new token per row after the first step
+        steps = 0
+        for step in range(budget):
+            keep_logits = _last_logit_only(self.model, step_ids.shape[1]) if step == 0 else last_only
+            with self._autocast():
+                result = self.model(input_ids=step_ids, attention_mask=full_mask, position_ids=step_pos,
+                                    use_cache=True, **{cache_arg: cache}, **keep_logits)
+            cache = _returned_cache(result)
+            next_ids = result.logits[:, -1, :].float().argmax(dim=-1)
+            steps = step + 1
+            keep = []
+            for slot, row in enumerate(alive):
+                token = int(next_ids[slot])
+                generated[row].append(token)
+                out[row, step] = token
+                if token in eos or watch.finished(generated[row]):
+                    continue
+                keep.append(slot)
+            if not keep:
+                break
+            if len(keep) < len(alive):
+                sel = torch.tensor(keep, device=device)
+                cache.batch_select_indices(sel)
+                next_ids, full_mask, last_pos = next_ids[sel], full_mask[sel], last_pos[sel]
+                alive = [alive[slot] for slot in keep]
+            last_pos = last_pos + 1
+            step_ids, step_pos = next_ids[:, None], last_pos
+            full_mask = torch.cat([full_mask, full_mask.new_ones((len(alive), 1))], dim=1)
+        return torch.cat([ids, out[:, :steps].to(device)], dim=1)
+
+
+class _StopWatch:
+    """Whether a row's generated tokens contain one of the stop strings (lm-eval's ``until``).
+
+    Checks a window of the last tokens each step (decoded with special tokens, as lm-eval's
+    stopping criterion does) and confirms a hit on the whole decoded text.
+    """
+
+    def __init__(self, tokenizer, stop: Sequence[str]) -> None:
+        self.tokenizer = tokenizer
+        self.stop = [s for s in stop if s]
+        longest = max((len(tokenizer.encode(s, add_special_tokens=False)) for s in self.stop), default=0)
+        self.window = longest + 8
+
+    def finished(self, tokens: list[int]) -> bool:
+        if not self.stop:
+            return False
+        tail = self.tokenizer.decode(tokens[-self.window:], skip_special_tokens=False)
+        if not any(s in tail for s in self.stop):
+            return False
+        full = self.tokenizer.decode(tokens, skip_special_tokens=False)
+        return any(s in full for s in self.stop)
+
+
+def _normalise_greedy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """HFLM's ``_model_generate`` treatment of temperature / do_sample, without its side effects."""
+    kwargs = dict(kwargs)
+    kwargs["temperature"] = kwargs.get("temperature", 0.0)
+    if kwargs["temperature"] == 0.0 and kwargs.get("do_sample") is None:
+        kwargs["do_sample"] = False
+    if kwargs.get("do_sample") is False and kwargs["temperature"] == 0.0:
+        kwargs.pop("temperature")
+    return kwargs
+
+
+def _cache_kwarg(model: torch.nn.Module) -> str:
+    # transformers >= 5.2x names the KV cache argument ``cache``; older releases ``past_key_values``.
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _returned_cache(out):
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else getattr(out, "past_key_values", None)
+
+
+def _last_logit_only(model: torch.nn.Module, length: int) -> dict[str, Any]:
+    """``logits_to_keep`` for the last position (an index tensor: an int slices a non-contiguous view that makes
+    the LM head slow on CPU in bf16), or nothing if the model does not take it."""
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return {}
+    if "logits_to_keep" not in params:
+        return {}
+    device = model.get_input_embeddings().weight.device
+    return {"logits_to_keep": torch.arange(length - 1, length, device=device)}
+
+
+__all__ = ["PrefixCacheHFLM", "PrefixStats", "shared_prefix_length"]

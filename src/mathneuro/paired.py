@@ -1,0 +1,373 @@
+"""Paired comparisons of sweep points on the same evaluation examples, with bootstrap intervals.
+
+Two scores of 0.42 and 0.38 on 50 questions say little; the same 50 questions answered by the
+edited and the unedited model say much more, because most questions are answered alike by both.
+With per-example records (``eval.log_samples=true``: ``<run dir>/samples/<task>.jsonl``, one
+``{"doc_id": .., "<metric>": .., ...}`` per line, and the unedited model's records in
+``results["samples"]["baseline_dir"]``) every edited point is compared with
+
+- ``baseline``: the unedited model on the same examples, and
+- ``random``: the ``random`` point of the same model, identification task, filter, intervention,
+  scale factor, top-K, N and seed (the same count of weights, drawn at random),
+
+per evaluated task and metric, on the doc_ids both records share.
+
+The statistic (a point's repeats pooled): for each seed s, d_s(i) = edited_s(i) - reference_s(i)
+on example i; ``diff`` = mean over seeds of the per-seed mean differences. Examples are taken
+common to every seed and both sides, so this is the mean over examples of the seed-averaged
+d(i). The 95 % interval is a percentile bootstrap that resamples *examples* (with replacement);
+one draw of example indices is applied to every seed, because the seeds were evaluated on the
+same examples and an example's difficulty is shared across them. Seeds are not resampled: the
+interval is about the evaluation sample, given these identification draws. With one seed this is
+the ordinary paired bootstrap. Resampling is seeded per row (same inputs, same interval) and
+vectorised with numpy.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+COLUMNS = ("method", "reference", "task", "metric", "top_k", "scalar", "seeds", "n_examples", "diff",
+           "ci_low", "ci_high")
+EXTRA_COLUMNS = ("side", "model", "filter", "intervention", "num_samples")
+#: Point fields that must agree between an edited point and its ``random`` reference (seed too).
+MATCH_FIELDS = ("model", "task", "filter", "intervention", "scalar", "top_k", "num_samples")
+RANDOM = "random"
+BASELINE = "baseline"
+DEFAULT_RESAMPLES = 5000
+_CHUNK_ENTRIES = 4_000_000  # bootstrap indices held at once (32 MB of int64)
+
+
+# ------------------------------------------------------------------------------------- statistics
+def paired_bootstrap(diffs: Any, *, resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95,
+                     seed: int | Sequence[int] = 0) -> tuple[float, float, float]:
+    """``(mean, low, high)`` of paired differences with a percentile bootstrap over examples.
+
+    ``diffs``: per-example differences, shape ``[n]``, or ``[seeds, n]`` for several seeds on the
+    same n examples (the statistic is then the mean over seeds of the per-seed means; one draw of
+    example indices serves every seed). Deterministic for a given ``seed``."""
+    d = np.asarray(diffs, dtype=np.float64)
+    if d.ndim == 1:
+        d = d[None, :]
+    if d.ndim != 2 or d.shape[1] == 0 or d.shape[0] == 0:
+        raise ValueError(f"paired_bootstrap: need [n] or [seeds, n] differences with n > 0, got shape {d.shape}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence: must be in (0, 1), got {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples: must be >= 1, got {resamples}")
+    per_example = d.mean(axis=0)  # mean over seeds of per-seed means == mean over examples of this
+    n = per_example.size
+    mean = float(per_example.mean())
+    rng = np.random.default_rng(seed)
+    stats = np.empty(resamples, dtype=np.float64)
+    chunk = max(1, _CHUNK_ENTRIES // n)
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        stats[start:stop] = per_example[idx].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(stats, [alpha, 1 - alpha])
+    return mean, float(low), float(high)
+
+
+def paired_differences(edited: Sequence[Mapping[int, float]], reference: Sequence[Mapping[int, float]]
+                       ) -> tuple[np.ndarray, list[int]]:
+    """``([seeds, n] differences, doc_ids)`` of per-seed ``{doc_id: value}`` records on the doc_ids
+    common to every seed and both sides (sorted)."""
+    if len(edited) != len(reference) or not edited:
+        raise ValueError("paired_differences: need one edited and one reference record per seed")
+    common: set[int] | None = None
+    for a, b in zip(edited, reference, strict=True):
+        both = set(a) & set(b)
+        common = both if common is None else common & both
+    docs = sorted(common or ())
+    diffs = np.array([[a[i] - b[i] for i in docs] for a, b in zip(edited, reference, strict=True)], dtype=np.float64)
+    return diffs.reshape(len(edited), len(docs)), docs
+
+
+# ------------------------------------------------------------------------------------------ records
+def read_records(path: str | Path) -> dict[int, dict[str, float]]:
+    """``{doc_id: {metric: value}}`` of one ``samples/<task>.jsonl`` (numeric fields only; booleans
+    count as 0/1; a doc_id seen twice keeps the mean of its values)."""
+    sums: dict[int, dict[str, list[float]]] = {}
+    with Path(path).open() as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                doc = int(item["doc_id"])
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+                raise ValueError(f"{path}:{line_no}: not a per-example record with a doc_id ({err})") from None
+            slot = sums.setdefault(doc, {})
+            for key, value in item.items():
+                if key == "doc_id" or key.endswith("_stderr") or isinstance(value, str):
+                    continue
+                if isinstance(value, (bool, int, float)) and math.isfinite(float(value)):
+                    slot.setdefault(key, []).append(float(value))
+    return {doc: {k: sum(v) / len(v) for k, v in metrics.items()} for doc, metrics in sums.items()}
+
+
+@dataclass
+class PointRecords:
+    """One sweep point's per-example records: where they are and which tasks they cover."""
+
+    result: Mapping
+    samples_dir: Path
+    baseline_dir: Path | None
+    tasks: dict[str, str]  # task -> side (math / nonmath / "")
+    _cache: dict = field(default_factory=dict)
+
+    def task(self, name: str, *, baseline: bool = False) -> dict[int, dict[str, float]] | None:
+        """Records of task ``name`` (the baseline's with ``baseline=True``); None when absent."""
+        folder = self.baseline_dir if baseline else self.samples_dir
+        if folder is None:
+            return None
+        path = folder / f"{name}.jsonl"
+        if path not in self._cache:
+            self._cache[path] = read_records(path) if path.is_file() else None
+        return self._cache[path]
+
+
+def point_records(result: Mapping) -> PointRecords | None:
+    """Where ``result``'s per-example records are (``results["samples"]``), or None without any."""
+    info = result.get("samples")
+    run_dir = Path(str(result.get("_dir", ".")))
+    if not isinstance(info, Mapping):
+        return None
+    samples_dir = run_dir / str(info.get("dir") or "samples")
+    if not samples_dir.is_dir():
+        return None
+    base = info.get("baseline_dir")
+    baseline_dir = (run_dir / str(base)) if base else None  # an absolute path stays absolute
+    tasks = info.get("tasks")
+    if isinstance(tasks, Mapping) and tasks:
+        names = {str(k): str(v or "") for k, v in tasks.items()}
+    else:
+        names = {p.stem: "" for p in sorted(samples_dir.glob("*.jsonl"))}
+    if not names:
+        return None
+    return PointRecords(result, samples_dir, baseline_dir, names)
+
+
+# ------------------------------------------------------------------------------------------ pairing
+@dataclass
+class PairedReport:
+    """Rows of ``paired.csv`` plus one line per point or comparison that could not be made."""
+
+    rows: list[dict]
+    notes: list[str]
+
+
+def _job(result: Mapping) -> str:
+    return str(result.get("_job") or result.get("_dir") or (result.get("point") or {}).get("method", "?"))
+
+
+def _key(value: Any) -> Any:
+    return json.dumps(value, sort_keys=True, default=str) if isinstance(value, (dict, list)) else value
+
+
+def _group_key(point: Mapping, fields: Sequence[str]) -> tuple:
+    return tuple(_key(point.get(f)) for f in fields)
+
+
+def _sort_value(value: Any) -> tuple:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, "" if value is None else str(value))
+
+
+def _rng_seed(seed: int, key: Iterable[Any]) -> list[int]:
+    return [int(seed), zlib.crc32(json.dumps([str(k) for k in key]).encode())]
+
+
+def _load_sources(sources: Any) -> tuple[list[dict], list[str]]:
+    """Complete results (with ``_dir``) from a sweep dir, run dirs, or results mappings."""
+    from mathneuro.report import load_results
+
+    if isinstance(sources, (str, Path, Mapping)):
+        sources = [sources]
+    results: list[dict] = []
+    notes: list[str] = []
+    for item in sources:
+        if isinstance(item, Mapping):
+            results.append(dict(item))
+            continue
+        complete, _missing = load_results(item)
+        if not complete:
+            notes.append(f"{item}: no complete results.json; nothing to pair")
+        for result in complete:
+            if result.get("_job") == ".":  # a run dir given directly: name it by its path
+                result["_job"] = str(item)
+        results.extend(complete)
+    return results, notes
+
+
+def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95,
+                  seed: int = 0) -> PairedReport:
+    """Every edited point against the unedited baseline and against its ``random`` point.
+
+    ``sources``: a sweep directory, a list of run/sweep directories, or results mappings (as
+    :func:`mathneuro.report.load_results` returns them, with ``_dir``). Seeds of the same point are
+    pooled (see the module docstring). Points without per-example records get one note each."""
+    results, notes = _load_sources(sources)
+    with_records: list[tuple[Mapping, PointRecords]] = []
+    without: list[Mapping] = []
+    for result in results:
+        recs = point_records(result)
+        if recs is None:
+            without.append(result)
+        else:
+            with_records.append((result, recs))
+    if not with_records:
+        if results:
+            notes.append(f"no per-example records in any of {len(results)} point(s) (run with eval.log_samples=true); "
+                         "no paired comparisons")
+        return PairedReport([], notes)
+    for result in without:
+        notes.append(f"{_job(result)}: no per-example records (eval.log_samples=false?); skipped in paired.csv")
+
+    group_fields = ("method", *MATCH_FIELDS)
+    groups: dict[tuple, list[tuple[Mapping, PointRecords]]] = {}
+    randoms: dict[tuple, PointRecords] = {}
+    for result, recs in with_records:
+        point = result.get("point") or {}
+        groups.setdefault(_group_key(point, group_fields), []).append((result, recs))
+        if point.get("method") == RANDOM:
+            randoms[_group_key(point, (*MATCH_FIELDS, "seed"))] = recs
+    rows: list[dict] = []
+    for gkey in sorted(groups, key=lambda k: tuple(_sort_value(v) for v in k)):
+        members = sorted(groups[gkey], key=lambda m: _sort_value((m[0].get("point") or {}).get("seed")))
+        point = dict(members[0][0].get("point") or {})
+        label = " ".join(f"{f}={point.get(f)}" for f in group_fields)
+        # baseline: every seed against the unedited model's records
+        pairs_base = [(recs, None) for _, recs in members if recs.baseline_dir is not None]
+        if len(pairs_base) < len(members):
+            notes.append(f"{label}: {len(members) - len(pairs_base)} seed(s) name no baseline_dir; "
+                         "not compared with the baseline")
+        rows += _compare(point, BASELINE, pairs_base, resamples, confidence, seed, notes, label)
+        if point.get("method") == RANDOM:
+            continue
+        pairs_rand = []
+        for result, recs in members:
+            ref = randoms.get(_group_key(result.get("point") or {}, (*MATCH_FIELDS, "seed")))
+            if ref is not None:
+                pairs_rand.append((recs, ref))
+        if not pairs_rand:
+            if randoms:
+                notes.append(f"{label}: no random point with per-example records at the same top-K, seed and "
+                             "filter; not compared with random")
+            continue
+        rows += _compare(point, RANDOM, pairs_rand, resamples, confidence, seed, notes, label)
+    if not randoms:
+        notes.append("no random points with per-example records: edited points are compared with the baseline only")
+    return PairedReport(rows, notes)
+
+
+def paired_comparisons(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95,
+                       seed: int = 0) -> list[dict]:
+    """The rows of ``paired.csv`` (see :func:`paired_report`; its notes are dropped here)."""
+    return paired_report(sources, resamples=resamples, confidence=confidence, seed=seed).rows
+
+
+def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, PointRecords | None]],
+             resamples: int, confidence: float, seed: int, notes: list[str], label: str) -> list[dict]:
+    """Rows for one edited point (its seeds in ``pairs``) against one reference, per task and metric."""
+    if not pairs:
+        return []
+    rows = []
+    tasks: dict[str, str] = {}
+    for recs, _ in pairs:
+        for task, side in recs.tasks.items():
+            tasks.setdefault(task, side)
+    for task in sorted(tasks):
+        edited, refs = [], []
+        for recs, ref in pairs:
+            mine = recs.task(task)
+            theirs = recs.task(task, baseline=True) if ref is None else ref.task(task)
+            if mine is None or theirs is None:
+                continue
+            edited.append(mine)
+            refs.append(theirs)
+        if not edited:
+            notes.append(f"{label}: no {reference} records of task {task}; not compared")
+            continue
+        metrics = sorted({m for recs in edited + refs for doc in recs.values() for m in doc})
+        for metric in metrics:
+            a = [{d: v[metric] for d, v in recs.items() if metric in v} for recs in edited]
+            b = [{d: v[metric] for d, v in recs.items() if metric in v} for recs in refs]
+            diffs, docs = paired_differences(a, b)
+            if not docs:
+                notes.append(f"{label}: task {task} metric {metric}: no doc_id common to the point and {reference}")
+                continue
+            key = (reference, task, metric, *[point.get(f) for f in ("method", *MATCH_FIELDS)])
+            diff, low, high = paired_bootstrap(diffs, resamples=resamples, confidence=confidence,
+                                               seed=_rng_seed(seed, key))
+            rows.append({
+                "method": point.get("method"), "reference": reference, "task": task, "metric": metric,
+                "top_k": point.get("top_k"), "scalar": point.get("scalar"), "seeds": len(edited),
+                "n_examples": len(docs), "diff": diff, "ci_low": low, "ci_high": high,
+                "side": tasks[task], "model": point.get("model"), "filter": point.get("filter"),
+                "intervention": point.get("intervention"), "num_samples": point.get("num_samples"),
+            })
+    return rows
+
+
+# ------------------------------------------------------------------------------------------- output
+def write_paired_csv(rows: Sequence[Mapping], path: str | Path) -> Path:
+    """``paired.csv``: :data:`COLUMNS` then :data:`EXTRA_COLUMNS` (side, model, filter, ...)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cols = [*COLUMNS, *EXTRA_COLUMNS]
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=cols, restval="", extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in cols})
+    return path
+
+
+def _interval(row: Mapping) -> str:
+    return f"{row['diff']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]"
+
+
+def paired_markdown(report: PairedReport, *, confidence: float = 0.95) -> str:
+    """The markdown section: one table row per comparison, the interval beside the difference,
+    then the notes (skipped points, missing references)."""
+    parts = [f"## Paired differences on the same examples (mean, {confidence:.0%} bootstrap interval)\n"]
+    rows = report.rows
+    if rows:
+        varying = [f for f in ("model", "filter", "intervention", "num_samples")
+                   if len({_key(r.get(f)) for r in rows}) > 1]
+        cols = ["method", *varying, "top_k", "scalar", "reference", "task", "metric", "seeds", "n_examples",
+                "edited - reference"]
+        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        for r in rows:
+            cells = [str(r.get(c)) for c in cols[:-1]] + [_interval(r)]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        parts.append("\n".join(lines) + "\n")
+        parts.append("An interval that excludes 0 is a difference the evaluation sample resolves; "
+                     "seeds are pooled per example (see `mathneuro.paired`).\n")
+    if report.notes:
+        parts.append("\n".join(f"- {n}" for n in report.notes) + "\n")
+    return "\n".join(parts)
+
+
+def write_paired(sources: Any, out_dir: str | Path, *, resamples: int = DEFAULT_RESAMPLES,
+                 confidence: float = 0.95, seed: int = 0) -> dict:
+    """Compute the comparisons and write ``<out_dir>/paired.csv`` (when any row exists).
+
+    Returns ``{"rows", "notes", "csv" (path or None), "markdown"}``, what the report embeds."""
+    report = paired_report(sources, resamples=resamples, confidence=confidence, seed=seed)
+    path = write_paired_csv(report.rows, Path(out_dir) / "paired.csv") if report.rows else None
+    return {"rows": report.rows, "notes": report.notes, "csv": str(path) if path else None,
+            "markdown": paired_markdown(report, confidence=confidence)}

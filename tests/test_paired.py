@@ -1,0 +1,211 @@
+"""Paired comparisons: exact differences on hand-made records, interval coverage on simulated
+data, and the report writing paired.csv for a hand-made sweep with per-example records."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mathneuro import paired, report_cli
+from mathneuro.paired import paired_bootstrap, paired_differences
+
+
+# ------------------------------------------------------------------------------------ statistics
+def test_known_difference_and_deterministic_interval() -> None:
+    base = {i: float(i % 2) for i in range(100)}  # 50 correct
+    edited = dict(base)
+    for i in range(1, 21, 2):  # 10 correct answers lost
+        edited[i] = 0.0
+    diffs, docs = paired_differences([edited], [base])
+    assert docs == list(range(100))
+    mean, low, high = paired_bootstrap(diffs, resamples=4000, seed=3)
+    assert mean == pytest.approx(-0.1)
+    assert low < -0.1 < high and high < 0  # ten losses, no gains: the interval excludes 0
+    assert (mean, low, high) == paired_bootstrap(diffs, resamples=4000, seed=3)  # seeded
+    assert paired_bootstrap(np.zeros(30))[1:] == (0.0, 0.0)  # no difference on any example
+
+
+def test_seeds_average_and_doc_ids_intersect() -> None:
+    ref0 = {i: 1.0 for i in range(10)}
+    ref1 = {i: 1.0 for i in range(2, 12)}
+    ed0 = {i: (0.0 if i < 3 else 1.0) for i in range(10)}   # docs 0,1,2 lost
+    ed1 = {i: (0.0 if i == 5 else 1.0) for i in range(12)}  # doc 5 lost
+    diffs, docs = paired_differences([ed0, ed1], [ref0, ref1])
+    assert docs == list(range(2, 10))  # common to both seeds and both sides
+    assert diffs.shape == (2, 8)
+    mean, _, _ = paired_bootstrap(diffs)
+    assert mean == pytest.approx(((-1 / 8) + (-1 / 8)) / 2)
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(ValueError, match="n > 0"):
+        paired_bootstrap(np.zeros((2, 0)))
+    with pytest.raises(ValueError, match="confidence"):
+        paired_bootstrap([1.0, 0.0], confidence=1.5)
+
+
+def test_interval_covers_the_truth_at_the_stated_rate() -> None:
+    """200 simulated evaluations of 200 examples: per example the edit loses (-1), keeps (0) or
+    gains (+1) with probabilities 0.2 / 0.7 / 0.1, so the true mean difference is -0.1."""
+    rng = np.random.default_rng(1234)
+    truth, hits = -0.1, 0
+    for k in range(200):
+        d = rng.choice([-1.0, 0.0, 1.0], p=[0.2, 0.7, 0.1], size=200)
+        _, low, high = paired_bootstrap(d, resamples=2000, seed=k)
+        hits += low <= truth <= high
+    assert 0.9 <= hits / 200 <= 0.99
+
+
+def test_multi_seed_interval_covers_the_truth() -> None:
+    """Three seeds on the same 150 examples: an example effect shared by the seeds plus per-seed
+    noise. Resampling examples jointly across seeds keeps the coverage near 95 %."""
+    rng = np.random.default_rng(99)
+    truth, hits = 0.05, 0
+    for k in range(200):
+        shared = rng.normal(truth, 0.5, size=150)
+        d = shared[None, :] + rng.normal(0.0, 0.3, size=(3, 150))
+        _, low, high = paired_bootstrap(d, resamples=2000, seed=k)
+        hits += low <= truth <= high
+    assert 0.9 <= hits / 200 <= 0.99
+
+
+# ---------------------------------------------------------------------------------- end to end
+GSM = [float(i % 3 != 0) for i in range(30)]      # unedited: 20 of 30 correct
+RACE = [float(i % 2) for i in range(40)]          # unedited: 20 of 40 correct
+
+
+def write_samples(folder: Path, gsm: list[float], race: list[float], *, docs: range | None = None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "gsm8k.jsonl").open("w") as f:
+        for i, v in enumerate(gsm):
+            f.write(json.dumps({"doc_id": i, "exact_match,strict-match": v, "answer": "42"}) + "\n")
+    with (folder / "race.jsonl").open("w") as f:
+        for i, v in enumerate(race):
+            if docs is None or i in docs:
+                f.write(json.dumps({"doc_id": i, "acc": v}) + "\n")
+
+
+def lose(values: list[float], n: int) -> list[float]:
+    """``values`` with the first ``n`` correct answers turned wrong."""
+    out, left = list(values), n
+    for i, v in enumerate(out):
+        if left and v == 1.0:
+            out[i], left = 0.0, left - 1
+    return out
+
+
+def write_point(root: Path, name: str, method: str, seed: int, samples: dict | None, *, filt: str = "race") -> None:
+    job = root / name
+    (job / ".hydra").mkdir(parents=True)
+    point = {"model": "tiny", "task": "gsm8k", "filter": filt, "method": method, "top_k": 0.05,
+             "intervention": "prune", "scalar": 0.0, "seed": seed, "num_samples": 10}
+    result = {"status": "complete", "point": point, "metrics": {"math/gsm8k/exact_match,strict-match": 0.5},
+              "baseline_metrics": {"math/gsm8k/exact_match,strict-match": 2 / 3}}
+    if samples is not None:
+        write_samples(job / "samples", samples["gsm"], samples["race"], docs=samples.get("docs"))
+        result["samples"] = {"dir": "samples", "baseline_dir": "../baseline_samples",
+                             "tasks": {"gsm8k": "math", "race": "nonmath"}}
+    (job / "results.json").write_text(json.dumps(result))
+
+
+@pytest.fixture
+def sweep(tmp_path: Path) -> Path:
+    root = tmp_path / "sweep"
+    write_samples(root / "baseline_samples", GSM, RACE)
+    write_point(root, "0", "mathneuro", 0, {"gsm": lose(GSM, 10), "race": lose(RACE, 2)})
+    write_point(root, "1", "mathneuro", 1, {"gsm": lose(GSM, 8), "race": lose(RACE, 4)})
+    write_point(root, "2", "random", 0, {"gsm": lose(GSM, 1), "race": lose(RACE, 1)})
+    # seed 1's random point logged only RACE docs 0-29
+    write_point(root, "3", "random", 1, {"gsm": lose(GSM, 2), "race": lose(RACE, 1), "docs": range(30)})
+    write_point(root, "4", "wanda", 0, None)  # no per-example records
+    write_point(root, "5", "mathneuro", 0, {"gsm": lose(GSM, 5), "race": RACE}, filt="mmlu")  # no random twin
+    return root
+
+
+def test_report_writes_paired_csv(sweep: Path, capsys) -> None:
+    assert report_cli.main([str(sweep)]) == 0
+    out = capsys.readouterr().out
+    path = sweep / "report" / "paired.csv"
+    assert f"wrote {path}" in out
+    with path.open() as f:
+        reader = csv.DictReader(f)
+        assert list(reader.fieldnames)[: len(paired.COLUMNS)] == list(paired.COLUMNS)
+        rows = list(reader)
+    got = {(r["method"], r["filter"], r["reference"], r["task"], r["metric"]): r for r in rows}
+    em = "exact_match,strict-match"
+    assert set(got) == {
+        ("mathneuro", "race", "baseline", "gsm8k", em), ("mathneuro", "race", "baseline", "race", "acc"),
+        ("mathneuro", "race", "random", "gsm8k", em), ("mathneuro", "race", "random", "race", "acc"),
+        ("random", "race", "baseline", "gsm8k", em), ("random", "race", "baseline", "race", "acc"),
+        ("mathneuro", "mmlu", "baseline", "gsm8k", em), ("mathneuro", "mmlu", "baseline", "race", "acc"),
+    }
+
+    def check(key, diff, n, seeds):
+        row = got[key]
+        assert float(row["diff"]) == pytest.approx(diff)
+        assert int(row["n_examples"]) == n and int(row["seeds"]) == seeds
+        assert float(row["ci_low"]) <= float(row["diff"]) <= float(row["ci_high"])
+        assert row["top_k"] == "0.05" and row["scalar"] == "0.0"
+
+    check(("mathneuro", "race", "baseline", "gsm8k", em), (-10 / 30 - 8 / 30) / 2, 30, 2)
+    check(("mathneuro", "race", "baseline", "race", "acc"), (-2 / 40 - 4 / 40) / 2, 40, 2)
+    check(("mathneuro", "race", "random", "gsm8k", em), ((-10 + 1) / 30 + (-8 + 2) / 30) / 2, 30, 2)
+    # RACE against random: only docs 0-29 exist for seed 1's random point; the first correct
+    # answers (docs 1, 3, 5, 7) are the lost ones, all inside 0-29
+    check(("mathneuro", "race", "random", "race", "acc"), ((-2 + 1) / 30 + (-4 + 1) / 30) / 2, 30, 2)
+    check(("random", "race", "baseline", "gsm8k", em), (-1 / 30 - 2 / 30) / 2, 30, 2)
+    check(("mathneuro", "mmlu", "baseline", "gsm8k", em), -5 / 30, 30, 1)
+    # an interval on 10 lost of 30 with nothing gained lies below 0
+    assert float(got[("mathneuro", "race", "baseline", "gsm8k", em)]["ci_high"]) < 0
+
+    summary = (sweep / "report" / "summary.md").read_text()
+    assert "Paired differences" in summary
+    skip = [line for line in summary.splitlines() if line.startswith("- 4:")]
+    assert len(skip) == 1 and "no per-example records" in skip[0]
+    assert "filter=mmlu" in summary and "not compared with random" in summary
+
+
+def test_python_api_matches_the_report(sweep: Path) -> None:
+    rows = paired.paired_comparisons(sweep, resamples=500)
+    again = paired.paired_comparisons([sweep / str(i) for i in range(6)], resamples=500)
+    assert len(rows) == 8
+    key = lambda r: (r["method"], r["filter"], r["reference"], r["task"], r["metric"])  # noqa: E731
+    assert sorted(map(key, rows)) == sorted(map(key, again))
+
+
+def test_no_records_anywhere_is_one_line(tmp_path: Path) -> None:
+    for i in range(3):
+        write_point(tmp_path, str(i), "mathneuro", i, None)
+    rep = paired.paired_report(tmp_path)
+    assert rep.rows == [] and len(rep.notes) == 1 and "eval.log_samples=true" in rep.notes[0]
+    from mathneuro.report import write_report
+
+    out = write_report(tmp_path)
+    assert out["paired_csv"] is None and not (tmp_path / "report" / "paired.csv").exists()
+
+
+def test_multirun_callback_writes_paired_csv_and_wandb_gets_the_table(sweep: Path) -> None:
+    from omegaconf import OmegaConf
+
+    from mathneuro.callbacks import SweepReport
+    from mathneuro.report import log_report_to_wandb, write_report
+
+    SweepReport().on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}},
+                                                    "logger": {"name": "none"}}))
+    assert (sweep / "report" / "paired.csv").is_file()
+
+    class Run:  # records what would be sent to W&B
+        def __init__(self):
+            self.logged, self.summary = {}, {}
+
+        def log(self, payload):
+            self.logged.update(payload)
+
+    run = Run()
+    log_report_to_wandb(write_report(sweep), run)
+    table = run.logged["report/paired"]
+    assert list(table.columns)[: len(paired.COLUMNS)] == list(paired.COLUMNS) and len(table.data) == 8

@@ -1,0 +1,119 @@
+"""``PrefixCacheHFLM`` generates exactly what plain lm-eval ``HFLM`` generates (float32, tiny models of every
+architecture): batches with a shared prefix, without one, with mixed lengths; stop strings and max_gen_toks."""
+
+from __future__ import annotations
+
+import pytest
+from lm_eval.api.instance import Instance
+from lm_eval.models.huggingface import HFLM
+
+from mathneuro.evaluation import EvalConfig
+from mathneuro.evaluation.harness import Harness
+from mathneuro.evaluation.prefix_cache import PrefixCacheHFLM, shared_prefix_length
+from mathneuro.tiny import ARCHITECTURES, tiny_model
+
+PREFIX = "Q: Ann has 3 cats and gets 2 more. How many cats?\nA: 3 + 2 = 5. The answer is 5.\n\n"
+# suffixes of very different lengths (1 to ~60 tokens): lm-eval sorts them by length into batches of 4
+QUESTIONS = ["Q: Tom has 4 apples and eats one. How many are left over at the end of the day?\nA:", "Q: 7?\nA:",
+             "Q: Lisa reads 12 pages a day.\nA:", "Q: x\nA:", "Q: What is 2 + 2, times three?\nA:",
+             "Q: Bo runs 5 km each morning and 3 km each evening for 4 days; how far?\nA:"]
+
+
+def _requests(contexts: list[str], **gen_kwargs) -> list[Instance]:
+    return [Instance("generate_until", {}, (c, dict(gen_kwargs)), i) for i, c in enumerate(contexts)]
+
+
+@pytest.fixture(scope="module", params=ARCHITECTURES)
+def pair(request):
+    """(plain HFLM, PrefixCacheHFLM) around the same tiny float32 model."""
+    model, tok = tiny_model(request.param)
+    plain = HFLM(pretrained=model, tokenizer=tok, batch_size=4)
+    fast = PrefixCacheHFLM(pretrained=model, tokenizer=tok, batch_size=4, min_prefix_tokens=8)
+    return plain, fast
+
+
+def _both(pair, contexts, **gen_kwargs):
+    plain, fast = pair
+    return (plain.generate_until(_requests(contexts, **gen_kwargs), disable_tqdm=True),
+            fast.generate_until(_requests(contexts, **gen_kwargs), disable_tqdm=True))
+
+
+def test_shared_prefix_mixed_lengths_match_plain_hflm(pair):
+    contexts = [PREFIX + q for q in QUESTIONS]
+    expected, got = _both(pair, contexts, until=["\n\n"], max_gen_toks=10, do_sample=False)
+    assert got == expected
+    stats = pair[1].prefix_stats
+    assert stats.batches == 2 and stats.cached_batches == 2 and stats.greedy_batches == 2
+    assert stats.prefix_computations == 1  # the second batch reuses the first batch's prefix
+    assert stats.prefix_tokens_skipped >= (4 - 1 + 2 - 1) * len(PREFIX)
+
+
+def test_batch_without_shared_prefix_takes_the_plain_path(pair):
+    contexts = [q.replace("Q:", c) for q, c in zip(QUESTIONS, "ABCDEF", strict=True)]
+    expected, got = _both(pair, contexts, until=["Q:"], max_gen_toks=8)
+    assert got == expected
+    assert pair[1].prefix_stats.cached_batches == 0 and pair[1].prefix_stats.batches == 2
+
+
+def test_stop_strings_cut_each_row_as_plain_hflm(pair):
+    contexts = [PREFIX + q for q in QUESTIONS]
+    free, _ = _both(pair, contexts, until=[], max_gen_toks=12)
+    stop = _a_written_character(free)
+    expected, got = _both(pair, contexts, until=[stop], max_gen_toks=12)
+    assert got == expected
+    assert got == [t[: t.index(stop)] if stop in t else t for t in free]  # each row cut before its first stop
+    assert any(len(g) < len(t) for g, t in zip(got, free, strict=True))
+    assert pair[1].prefix_stats.greedy_batches == 2
+
+
+def _a_written_character(texts: list[str]) -> str:
+    """A character some row writes after at least one other character (else any it writes); a printable one if
+    there is one (random byte models often write invalid UTF-8, decoded as U+FFFD: a stop string as good as any)."""
+    chars = [(c == "\ufffd", j == 0, c) for t in texts for j, c in enumerate(t) if not c.isspace()]
+    assert chars, texts
+    return min(chars)[2]
+
+
+def test_max_gen_toks_is_honoured(pair):
+    contexts = [PREFIX + q for q in QUESTIONS]
+    short_expected, short = _both(pair, contexts, until=[], max_gen_toks=3)
+    long_expected, long = _both(pair, contexts, until=[], max_gen_toks=9)
+    assert short == short_expected and long == long_expected
+    tok = pair[1].tokenizer
+    assert all(len(tok(s, add_special_tokens=False)["input_ids"]) <= 3 * 3 for s in short)  # <= 3 tokens (bytes)
+    assert any(len(a) < len(b) for a, b in zip(short, long, strict=True))
+
+
+def test_logits_processor_kwargs_go_through_generate_with_the_cache(pair):
+    contexts = [PREFIX + q for q in QUESTIONS]
+    expected, got = _both(pair, contexts, until=["\n\n"], max_gen_toks=8, repetition_penalty=1.5)
+    assert got == expected
+    stats = pair[1].prefix_stats
+    assert stats.cached_batches == 2 and stats.greedy_batches == 0
+
+
+def test_shared_prefix_length():
+    assert shared_prefix_length([[1, 2, 3], [1, 2, 4], [1, 2]]) == 2
+    assert shared_prefix_length([[5, 6]]) == 2 and shared_prefix_length([]) == 0
+    assert shared_prefix_length([[1], [2]]) == 0
+
+
+def test_eval_prefix_cache_selects_the_wrapper(data_dir):
+    model, tok = tiny_model("llama")
+    on = Harness(model, tok, EvalConfig(name="t", tasks=["gsm8k_cot"], data_dir=str(data_dir)), data_dir)
+    off = Harness(model, tok, EvalConfig(name="t", tasks=["gsm8k_cot"], data_dir=str(data_dir), prefix_cache=False),
+                  data_dir)
+    assert type(on.lm) is PrefixCacheHFLM and type(off.lm) is HFLM
+
+
+def test_gsm8k_cot_scores_equal_with_and_without_prefix_cache(data_dir):
+    model, tok = tiny_model("qwen2")
+    results = {}
+    for flag in (True, False):
+        cfg = EvalConfig(name="t", tasks=["gsm8k_cot"], data_dir=str(data_dir), limit=4, batch_size=4, num_fewshot=1,
+                         max_gen_toks=6, max_length=2048, bootstrap_iters=0, prefix_cache=flag)
+        harness = Harness(model, tok, cfg, data_dir)
+        results[flag] = harness.run("gsm8k_cot").metrics
+        if flag:
+            assert harness.lm.prefix_stats.cached_batches == 1
+    assert results[True] == results[False]
