@@ -25,7 +25,6 @@ vectorised with numpy.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import zlib
@@ -325,15 +324,9 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
 # ------------------------------------------------------------------------------------------- output
 def write_paired_csv(rows: Sequence[Mapping], path: str | Path) -> Path:
     """``paired.csv``: :data:`COLUMNS` then :data:`EXTRA_COLUMNS` (side, model, filter, ...)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    cols = [*COLUMNS, *EXTRA_COLUMNS]
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=cols, restval="", extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in cols})
-    return path
+    from mathneuro.report.tables import write_csv
+
+    return write_csv(rows, path, [*COLUMNS, *EXTRA_COLUMNS])
 
 
 def _interval(row: Mapping) -> str:
