@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from mathneuro.data import read_jsonl
+
 COLUMNS = ("method", "reference", "task", "metric", "top_k", "scalar", "seeds", "n_examples", "diff",
            "ci_low", "ci_high")
 EXTRA_COLUMNS = ("side", "model", "filter", "intervention", "num_samples")
@@ -98,21 +100,17 @@ def read_records(path: str | Path) -> dict[int, dict[str, float]]:
     """``{doc_id: {metric: value}}`` of one ``samples/<task>.jsonl`` (numeric fields only; booleans
     count as 0/1; a doc_id seen twice keeps the mean of its values)."""
     sums: dict[int, dict[str, list[float]]] = {}
-    with Path(path).open() as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
+    for index, item in enumerate(read_jsonl(path, "samples")):
+        try:
+            doc = int(item["doc_id"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"{path}: record {index + 1}: not a per-example record with a doc_id ({err})") from None
+        slot = sums.setdefault(doc, {})
+        for key, value in item.items():
+            if key == "doc_id" or key.endswith("_stderr") or isinstance(value, str):
                 continue
-            try:
-                item = json.loads(line)
-                doc = int(item["doc_id"])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-                raise ValueError(f"{path}:{line_no}: not a per-example record with a doc_id ({err})") from None
-            slot = sums.setdefault(doc, {})
-            for key, value in item.items():
-                if key == "doc_id" or key.endswith("_stderr") or isinstance(value, str):
-                    continue
-                if isinstance(value, (bool, int, float)) and math.isfinite(float(value)):
-                    slot.setdefault(key, []).append(float(value))
+            if isinstance(value, (bool, int, float)) and math.isfinite(float(value)):
+                slot.setdefault(key, []).append(float(value))
     return {doc: {k: sum(v) / len(v) for k, v in metrics.items()} for doc, metrics in sums.items()}
 
 
