@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast test-slow lint bench run clean
+.PHONY: install test test-unit test-integration test-fast test-slow lint bench run clean
 
 install: $(STAMP)
 
@@ -16,10 +16,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) install -q -c constraints.txt -e '.[dev,launchers]'
 	touch $(STAMP)
 
-# make test includes the integration tests: a wheel built into a temporary folder and installed
-# (non-editable) into a throwaway venv that reuses this one's packages, and process-per-job launchers.
-test: install
-	$(PY) -m pytest -q
+test: install  # unit + integration: everything but slow
+	$(PY) -m pytest -q -m "not slow"
+
+test-unit: install
+	$(PY) -m pytest -q -m "unit and not slow"
+
+test-integration: install
+	$(PY) -m pytest -q -m "integration and not slow"
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow and not integration"

@@ -10,6 +10,13 @@ os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Test tiers: a test is ``unit`` unless marked ``integration`` or ``slow`` (``make test-unit``)."""
+    for item in items:
+        if item.get_closest_marker("integration") is None and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.unit)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_caches(tmp_path_factory, monkeypatch):
     """Keep every cache the code under test writes inside pytest's temporary tree."""
@@ -23,7 +30,7 @@ def _isolated_caches(tmp_path_factory, monkeypatch):
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     """A small data folder laid out like ../shared/data, written by the tests themselves."""
-    from mathneuro.evaluation.sample_data import write_sample_data
+    from tests.sample_data import write_sample_data
 
     return write_sample_data(tmp_path_factory.mktemp("data"))
 

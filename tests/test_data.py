@@ -42,6 +42,11 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def records_of(cfg: DatasetConfig, group: str) -> list[dict]:
+    cfg.validate(group)
+    return load_records(cfg.path, split=cfg.split, name=cfg.subset, key=f"{group}.path")
+
+
 def dataset_conf(group: str, name: str) -> DatasetConfig:
     merged = OmegaConf.merge(OmegaConf.structured(DatasetConfig), OmegaConf.load(CONF / group / f"{name}.yaml"))
     return OmegaConf.to_object(merged)
@@ -238,8 +243,9 @@ def test_conf_groups_have_the_schema_keys_and_validate():
     ("task", "embedded_math", "Question: "), ("filter", "embedded_nonmath", "")])
 def test_embedded_confs_render(group, name, starts):
     cfg = dataset_conf(group, name)
-    texts = cfg.texts(group)
-    assert len(texts) == len(cfg.load(group)) and all(t.startswith(starts) for t in texts)
+    records = records_of(cfg, group)
+    texts = render(records, cfg.template, key=f"{group}.template")
+    assert len(texts) == len(records) and all(t.startswith(starts) for t in texts)
     assert all("{" not in t for t in texts)
     if name == "embedded_math":
         assert "\nAnswer: " in texts[0] and "#### " in texts[0]
@@ -285,5 +291,5 @@ def test_shared_benchmark_files_render_with_the_confs():
     for group, name, rel in cases:
         cfg = dataset_conf(group, name)
         cfg.path = str(shared / rel)
-        texts = cfg.texts(group)
+        texts = render(records_of(cfg, group), cfg.template, key=f"{group}.template")
         assert len(texts) > 100 and all(t.strip() for t in texts)

@@ -16,6 +16,8 @@ from mathneuro.evaluation import TASKS, EvalConfig, Evaluator, flatten_lm_eval_m
 from mathneuro.evaluation.tasks import HARNESS_TASKS, MMLU_SUBJECTS, missing_files
 from mathneuro.tiny import tiny_model
 
+pytestmark = pytest.mark.integration  # real files, subprocesses or lm-eval: see Makefile test tiers
+
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 

@@ -18,6 +18,8 @@ from mathneuro.models import gguf as conversion
 from mathneuro.models import load_model, model_identity, resolve_device, resolve_dtype
 from mathneuro.tiny import tiny_model
 
+pytestmark = pytest.mark.integration  # real files, subprocesses or lm-eval: see Makefile test tiers
+
 PROMPTS = ["What is 12 + 7? Answer:", "The cat sat on"]
 
 

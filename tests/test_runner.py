@@ -20,6 +20,8 @@ from mathneuro.config import ConfigError, register_configs
 from mathneuro.runner import run_point
 from mathneuro.tiny import tiny_model
 
+pytestmark = pytest.mark.integration  # real files, subprocesses or lm-eval: see Makefile test tiers
+
 CONF = Path(config_dir())
 
 
@@ -59,7 +61,7 @@ def options(group: str) -> list[str]:
 @pytest.mark.parametrize("group", ["model", "task", "filter", "method", "intervention", "eval", "logger",
                                    "experiment", "hparams_search", "hydra/launcher"])
 def test_every_config_composes_and_validates(group, tmp_path, monkeypatch):
-    from mathneuro.evaluation.sample_data import write_sample_data
+    from tests.sample_data import write_sample_data
 
     write_sample_data(tmp_path / "data")  # offline experiments read local copies laid out like ../shared/data
     monkeypatch.setenv("MATHNEURO_DATA_DIR", str(tmp_path / "data"))
@@ -196,7 +198,7 @@ def test_unwritable_output_dir_is_refused(tiny_dir, tmp_path):
     cfg = compose_cfg(base_overrides(tiny_dir, tmp_path / "cache"))
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(ValueError, match="not writable"):
+    with pytest.raises(ValueError, match="hydra.run.dir: cannot write to directory"):
         run_point(OmegaConf.to_object(cfg), blocker / "out")
 
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-NEURON_PREFIX = "neurons::"
+from mathneuro.selection import NEURON_PREFIX, SelectionFile
+
 OTHER = "other"
 
 _LAYER_RE = re.compile(r"(?:^|\.)(?:layers|h|blocks)\.(\d+)(?:\.|$)")
@@ -271,7 +272,8 @@ def overlap_matrix(selections: Mapping[str, SelectionLike]) -> dict:
             "pairs": pairs}
 
 
-def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
+def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation (n-1; 0 for one value); ``(None, None)`` for no values."""
     if not values:
         return None, None
     mean = sum(values) / len(values)
@@ -350,54 +352,23 @@ def efficiency_rows(
                     n_in_ref.append(a_in_b)
                 if o["jaccard"] is not None:
                     ref_jac.append(o["jaccard"])
-        jm, js = _mean_std(jac)
+        jm, js = mean_std(jac)
         rows.append({
             "num_samples": n,
             "seeds": len(seeds),
             "pairs": len(jac),
             "jaccard_mean": jm,
             "jaccard_std": js,
-            "a_in_b_mean": _mean_std(inb)[0],
+            "a_in_b_mean": mean_std(inb)[0],
             "ref_num_samples": ref,
-            "ref_in_n_mean": _mean_std(ref_in_n)[0],
-            "n_in_ref_mean": _mean_std(n_in_ref)[0],
-            "ref_jaccard_mean": _mean_std(ref_jac)[0],
+            "ref_in_n_mean": mean_std(ref_in_n)[0],
+            "n_in_ref_mean": mean_std(n_in_ref)[0],
+            "ref_jaccard_mean": mean_std(ref_jac)[0],
         })
     return rows
 
 
 # ------------------------------------------------------------------------------------- saved files
-class SelectionFile(Mapping):
-    """A ``selection.safetensors`` opened lazily: each tensor is read from disk when asked for.
-
-    Keys are the stored names (``neurons::<module>`` for neuron indices). ``metadata`` holds the
-    file's string metadata (may be empty)."""
-
-    def __init__(self, path: str | Path):
-        from safetensors import safe_open
-
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise FileNotFoundError(f"selection file not found: {self.path}")
-        with safe_open(str(self.path), framework="pt") as handle:
-            self._keys = list(handle.keys())
-            self.metadata: dict[str, str] = dict(handle.metadata() or {})
-
-    def __getitem__(self, key: str) -> torch.Tensor:
-        from safetensors import safe_open
-
-        if key not in self._keys:
-            raise KeyError(key)
-        with safe_open(str(self.path), framework="pt") as handle:
-            return handle.get_tensor(key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._keys)
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-
 def load_selection_file(path: str | Path, *, lazy: bool = True) -> Mapping[str, torch.Tensor]:
     """Read a saved selection: weight masks by parameter name plus ``neurons::<module>`` indices.
 

@@ -1,7 +1,8 @@
 """Structured configs: dataclasses that type-check every config group before any model loads.
 
 Registered in Hydra's ConfigStore as the schema of ``conf/config.yaml`` and of each group
-(``model``, ``task``, ``filter``, ``method``, ``intervention``, ``eval``, ``logger``).
+(``model``, ``task``, ``filter``, ``intervention``, ``eval``, ``logger``); ``method`` is typed per
+method by :func:`mathneuro.method_registry.resolve_method`.
 :func:`validate` checks values OmegaConf's types cannot (ranges, names) and raises
 :class:`ConfigError` with one line naming the key and what is allowed.
 """
@@ -12,18 +13,23 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from mathneuro.data import DatasetConfig
+from mathneuro.embedded import cache_root
 from mathneuro.evaluation import EvalConfig
 from mathneuro.intervention import check_scalar
-from mathneuro.methods import LAPE_SHARES, METHODS, check_fraction
-from mathneuro.targets import DEFAULT_PATTERN
+from mathneuro.method_registry import default_method_node, resolve_method
+from mathneuro.methods import check_fraction
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 INTERVENTIONS = ("prune", "scale")
 LOGGERS = ("wandb", "none")
 WANDB_MODES = ("offline", "online", "disabled")
+
+
+if not OmegaConf.has_resolver("mathneuro_cache_root"):  # the one default cache root, also for load_model
+    OmegaConf.register_new_resolver("mathneuro_cache_root", lambda: str(cache_root()))
 
 
 class ConfigError(ValueError):
@@ -40,18 +46,6 @@ class ModelConfig:
     device: str = "auto"
     device_map: Optional[str] = None
     trust_remote_code: bool = False
-
-
-@dataclass
-class MethodConfig:
-    name: str = "mathneuro"
-    filter_top_k: Optional[float] = None  # mathneuro: K of the filter side (default: top_k)
-    reference: str = "mathneuro"  # random: whose per-matrix counts to match
-    filter_rate: float = 0.95  # lape
-    activation_bar: float = 0.95  # lape
-    share: str = "all"  # lape: top_k is a share of all MLP neurons (the original) or of the candidates
-    targets: str = DEFAULT_PATTERN  # regex over module names of the scored linears
-    include_lm_head: bool = False
 
 
 @dataclass
@@ -86,7 +80,8 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     task: DatasetConfig = field(default_factory=DatasetConfig)
     filter: DatasetConfig = field(default_factory=DatasetConfig)
-    method: MethodConfig = field(default_factory=MethodConfig)
+    # The method's own settings (see mathneuro.method_registry); typed per method by resolve_method.
+    method: Any = field(default_factory=default_method_node)
     intervention: InterventionConfig = field(default_factory=InterventionConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
@@ -102,7 +97,7 @@ class Config:
     baseline: bool = True
     resume: bool = True
     progress: bool = True
-    cache_dir: str = "${oc.env:MATHNEURO_CACHE,${oc.env:HOME}/.cache/mathneuro}"
+    cache_dir: str = "${mathneuro_cache_root:}"  # mathneuro.embedded.cache_root(): $MATHNEURO_CACHE, else ~/.cache/mathneuro
 
 
 def _allowed(key: str, value: Any, allowed: tuple) -> None:
@@ -122,21 +117,13 @@ def validate(cfg: Any) -> None:
 
 def _check(cfg: Any) -> None:
     check_fraction(cfg.top_k, "top_k")
-    if cfg.method.filter_top_k is not None:
-        check_fraction(cfg.method.filter_top_k, "method.filter_top_k")
     if cfg.num_samples < 1:
         raise ConfigError(f"num_samples: must be >= 1, got {cfg.num_samples}")
     if cfg.batch_size < 1:
         raise ConfigError(f"batch_size: must be >= 1, got {cfg.batch_size}")
     if cfg.max_length < 1:
         raise ConfigError(f"max_length: must be >= 1, got {cfg.max_length}")
-    _allowed("method.name", cfg.method.name, METHODS)
-    _allowed("method.reference", cfg.method.reference, ("mathneuro",))
-    _allowed("method.share", cfg.method.share, LAPE_SHARES)
-    for key in ("filter_rate", "activation_bar"):
-        value = getattr(cfg.method, key)
-        if not 0 < value < 1:
-            raise ConfigError(f"method.{key}: must be in (0, 1), got {value!r}")
+    resolve_method(cfg.method)
     _allowed("intervention.name", cfg.intervention.name, INTERVENTIONS)
     scalar = check_scalar(cfg.intervention.scalar, "intervention.scalar")
     if cfg.intervention.name == "prune" and scalar != 0:
@@ -161,7 +148,6 @@ def register_configs() -> None:
     cs.store(group="model", name="model_schema", node=ModelConfig)
     cs.store(group="task", name="dataset_schema", node=DatasetConfig)
     cs.store(group="filter", name="dataset_schema", node=DatasetConfig)
-    cs.store(group="method", name="method_schema", node=MethodConfig)
     cs.store(group="intervention", name="intervention_schema", node=InterventionConfig)
     cs.store(group="eval", name="eval_schema", node=EvalConfig)
     cs.store(group="logger", name="logger_schema", node=LoggerConfig)

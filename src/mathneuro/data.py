@@ -61,15 +61,6 @@ class DatasetConfig:
             raise ValueError(f"{key}.path: empty; give a file, a folder, embedded://<name> or a Hub dataset id")
         template_fields(self.template, key=f"{key}.template")
 
-    def load(self, key: str) -> list[dict]:
-        """The records this config names."""
-        return load_records(self.path, split=self.split, name=self.subset, key=f"{key}.path")
-
-    def texts(self, key: str) -> list[str]:
-        """Every record rendered with the template."""
-        self.validate(key)
-        return render(self.load(key), self.template, key=f"{key}.template")
-
 
 # --------------------------------------------------------------------------- loading
 
@@ -83,7 +74,8 @@ def embedded_datasets() -> list[str]:
         return []
 
 
-def _read_jsonl(path: Path, key: str) -> list[Any]:
+def read_jsonl(path: str | Path, key: str = "file") -> list[Any]:
+    """The records of a JSON-lines file (blank lines skipped); a bad line is a ValueError naming ``key``."""
     rows = []
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
@@ -101,7 +93,7 @@ def _read_json(path: Path, split: str | None, key: str) -> list[Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
-        return _read_jsonl(path, key)  # JSON lines saved as .json
+        return read_jsonl(path, key)  # JSON lines saved as .json
     if isinstance(data, list):
         return data
     if isinstance(data, dict):
@@ -119,7 +111,7 @@ def _read_json(path: Path, split: str | None, key: str) -> list[Any]:
 def _read_file(path: Path, split: str | None, key: str) -> list[Any]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        return _read_jsonl(path, key)
+        return read_jsonl(path, key)
     if suffix == ".json":
         return _read_json(path, split, key)
     if suffix in (".csv", ".tsv"):
@@ -196,7 +188,7 @@ def load_records(
                              + ", ".join(EMBEDDED_DATA_SCHEME + n for n in available))
         resource = importlib.resources.files("mathneuro") / "data" / f"{dataset}.jsonl"
         with importlib.resources.as_file(resource) as file:
-            rows = _read_jsonl(Path(file), key)
+            rows = read_jsonl(Path(file), key)
         where = text
     elif data_files is None and Path(text).expanduser().exists():
         local = Path(text).expanduser()

@@ -25,7 +25,6 @@ vectorised with numpy.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import zlib
@@ -35,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from mathneuro.data import read_jsonl
 
 COLUMNS = ("method", "reference", "task", "metric", "top_k", "scalar", "seeds", "n_examples", "diff",
            "ci_low", "ci_high")
@@ -99,21 +100,17 @@ def read_records(path: str | Path) -> dict[int, dict[str, float]]:
     """``{doc_id: {metric: value}}`` of one ``samples/<task>.jsonl`` (numeric fields only; booleans
     count as 0/1; a doc_id seen twice keeps the mean of its values)."""
     sums: dict[int, dict[str, list[float]]] = {}
-    with Path(path).open() as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
+    for index, item in enumerate(read_jsonl(path, "samples")):
+        try:
+            doc = int(item["doc_id"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"{path}: record {index + 1}: not a per-example record with a doc_id ({err})") from None
+        slot = sums.setdefault(doc, {})
+        for key, value in item.items():
+            if key == "doc_id" or key.endswith("_stderr") or isinstance(value, str):
                 continue
-            try:
-                item = json.loads(line)
-                doc = int(item["doc_id"])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-                raise ValueError(f"{path}:{line_no}: not a per-example record with a doc_id ({err})") from None
-            slot = sums.setdefault(doc, {})
-            for key, value in item.items():
-                if key == "doc_id" or key.endswith("_stderr") or isinstance(value, str):
-                    continue
-                if isinstance(value, (bool, int, float)) and math.isfinite(float(value)):
-                    slot.setdefault(key, []).append(float(value))
+            if isinstance(value, (bool, int, float)) and math.isfinite(float(value)):
+                slot.setdefault(key, []).append(float(value))
     return {doc: {k: sum(v) / len(v) for k, v in metrics.items()} for doc, metrics in sums.items()}
 
 
@@ -325,15 +322,9 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
 # ------------------------------------------------------------------------------------------- output
 def write_paired_csv(rows: Sequence[Mapping], path: str | Path) -> Path:
     """``paired.csv``: :data:`COLUMNS` then :data:`EXTRA_COLUMNS` (side, model, filter, ...)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    cols = [*COLUMNS, *EXTRA_COLUMNS]
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=cols, restval="", extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in cols})
-    return path
+    from mathneuro.report.tables import write_csv
+
+    return write_csv(rows, path, [*COLUMNS, *EXTRA_COLUMNS])
 
 
 def _interval(row: Mapping) -> str:

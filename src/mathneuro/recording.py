@@ -19,7 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-RESULTS_FILE = "results.json"
+from mathneuro.results import RESULTS_FILE, read_json
+
 DEFAULT_INIT_TIMEOUT = 30.0  # seconds an online W&B run may take to start before we log offline
 
 log = logging.getLogger("mathneuro")
@@ -64,24 +65,11 @@ def write_json_atomic(path: str | os.PathLike, data: dict) -> None:
 
 def read_complete_results(run_dir: str | os.PathLike) -> dict | None:
     """The results of ``run_dir`` if a complete ``results.json`` is there, else None."""
-    path = Path(run_dir) / RESULTS_FILE
     try:
-        data = json.loads(path.read_text())
+        data = read_json(Path(run_dir) / RESULTS_FILE)
     except (OSError, ValueError):
         return None
     return data if data.get("status") == "complete" else None
-
-
-def check_writable(directory: str | os.PathLike) -> None:
-    """Raise ValueError unless files can be created in ``directory``."""
-    directory = Path(directory)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".write-test.")
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as exc:
-        raise ValueError(f"hydra.run.dir: output directory {str(directory)!r} is not writable ({exc.strerror})") from None
 
 
 class WandbRun:

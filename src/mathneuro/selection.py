@@ -1,14 +1,16 @@
 """A selection is data: which weights (boolean masks) or MLP neurons (indices) a method chose.
 
 It can be saved and loaded (safetensors), summarised (counts per layer and module type),
-and compared with another selection (overlap). Masks are kept on the CPU.
+and compared with another selection (:func:`mathneuro.analysis.overlap`). Masks are kept on the CPU.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from safetensors import safe_open
@@ -45,12 +47,6 @@ class Selection:
         return summarize(self, num_scored=num_scored, num_parameters=num_parameters,
                          method=self.method, top_k=self.meta.get("top_k"))
 
-    def overlap(self, other: Selection) -> dict:
-        """Jaccard and containment between this selection and ``other``."""
-        from mathneuro.analysis import overlap
-
-        return overlap(self, other)
-
     def save(self, path: str | os.PathLike) -> None:
         """Write ``path`` (safetensors): masks as 0/1 uint8 of the weight's shape, neurons as int64."""
         tensors = {name: m.to(torch.uint8).contiguous() for name, m in self.masks.items()}
@@ -61,13 +57,39 @@ class Selection:
     @classmethod
     def load(cls, path: str | os.PathLike) -> Selection:
         """Read a selection written by :meth:`save`."""
+        stored = SelectionFile(path)
         masks, neurons = {}, {}
-        with safe_open(str(path), framework="pt") as f:
-            metadata = f.metadata() or {}
-            for name in f.keys():
-                tensor = f.get_tensor(name)
-                if name.startswith(NEURON_PREFIX):
-                    neurons[name[len(NEURON_PREFIX):]] = tensor
-                else:
-                    masks[name] = tensor.bool()
-        return cls(masks, neurons, metadata.get("method", ""), json.loads(metadata.get("meta", "{}")))
+        for name in stored:
+            if name.startswith(NEURON_PREFIX):
+                neurons[name[len(NEURON_PREFIX):]] = stored[name]
+            else:
+                masks[name] = stored[name].bool()
+        meta = stored.metadata
+        return cls(masks, neurons, meta.get("method", ""), json.loads(meta.get("meta", "{}")))
+
+
+class SelectionFile(Mapping):
+    """A ``selection.safetensors`` opened lazily: each tensor is read from disk when asked for.
+
+    Keys are the stored names (``neurons::<module>`` for neuron indices). ``metadata`` holds the
+    file's string metadata (may be empty)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"selection file not found: {self.path}")
+        with safe_open(str(self.path), framework="pt") as handle:
+            self._keys = list(handle.keys())
+            self.metadata: dict[str, str] = dict(handle.metadata() or {})
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        if key not in self._keys:
+            raise KeyError(key)
+        with safe_open(str(self.path), framework="pt") as handle:
+            return handle.get_tensor(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)

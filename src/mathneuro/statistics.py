@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from mathneuro.padding import pad_token_id, right_padded
 from mathneuro.targets import base_model, find_mlp_activations, find_target_linears
 
 KINDS = ("linear_inputs", "lape")
@@ -199,17 +200,6 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def right_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(input_ids, attention_mask)`` of token-id rows, right-padded to the longest row."""
-    width = max(len(r) for r in rows)
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    attn = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, row in enumerate(rows):
-        input_ids[i, : len(row)] = torch.tensor(row)
-        attn[i, : len(row)] = 1
-    return input_ids, attn
-
-
 def _input_device(model: nn.Module) -> torch.device:
     emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
     if emb is not None:
@@ -258,7 +248,7 @@ def collect_statistics(
 
     ids = tokenize(tokenizer, texts, max_length)
     lengths = [len(r) for r in ids]
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad_id = pad_token_id(tokenizer)
     device = _input_device(model)
     decoder = base_model(model)
     num_tokens = 0

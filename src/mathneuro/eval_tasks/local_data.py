@@ -9,13 +9,13 @@ nothing reaches the Hub or the ``datasets`` cache.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 import datasets
 
+from mathneuro.data import read_jsonl
 from mathneuro.evaluation.tasks import DATA_DIR_ENV
 
 
@@ -35,8 +35,7 @@ def read_records(path: Path, where: dict[str, Any] | None = None) -> list[dict]:
     """The JSON records of one .jsonl file, keeping those whose fields equal ``where``'s values."""
     if not path.is_file():
         raise FileNotFoundError(f"local eval task: missing data file {str(path)!r} (layout of ../shared/data)")
-    with path.open(encoding="utf-8") as fh:
-        records = [json.loads(line) for line in fh if line.strip()]
+    records = read_jsonl(path, "local eval task")
     if where:
         records = [r for r in records if all(r.get(k) == v for k, v in where.items())]
     return records

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from mathneuro.evaluation.probe_registry import is_probe, probe_spec
 from mathneuro.evaluation.tasks import (
     DATA_DIR_ENV,
-    PROBES,
     TASKS,
     missing_files,
     missing_modules,
@@ -173,7 +173,9 @@ class EvalConfig:
             if task in seen:
                 raise ValueError(f"eval.tasks: task {task!r} is listed twice")
             seen.add(task)
-        check_task_names(list(self.tasks), folders)
+            if task not in TASKS and is_probe(task):
+                probe_spec(task)  # imports a user's probe now, before any model loads
+        check_task_names([t for t in self.tasks if t in TASKS or not is_probe(t)], folders)
         both = set(self.math_tasks) & set(self.nonmath_tasks)
         if both:
             raise ValueError(f"eval.math_tasks: {sorted(both)[0]!r} is also in eval.nonmath_tasks; pick one")
@@ -227,7 +229,7 @@ class EvalConfig:
                 raise ValueError(f"eval.{key}: no such file {path!r}")
 
     def _validate_data(self) -> None:
-        harness = [t for t in self.tasks if t in TASKS and t not in PROBES]
+        harness = [t for t in self.tasks if t in TASKS and not is_probe(t)]
         if self.data_dir is not None and not Path(self.data_dir).expanduser().is_dir():
             raise ValueError(f"eval.data_dir: no such directory {self.data_dir!r}")
         data_dir = self.resolved_data_dir()

@@ -21,15 +21,7 @@ import torch
 
 from mathneuro.evaluation.config import EvalConfig
 from mathneuro.evaluation.harness import Harness, preserved_rng
-from mathneuro.evaluation.probes import (
-    apply_limit,
-    arith_probe,
-    gsm8k_file,
-    mc_probe,
-    mc_records,
-    ppl_probe,
-    text_documents,
-)
+from mathneuro.evaluation.probe_registry import ProbeContext, is_probe, probe_spec
 from mathneuro.evaluation.tasks import TASKS, kind_of
 
 log = logging.getLogger(__name__)
@@ -61,7 +53,7 @@ class Evaluator:
         self.tokenizer = tokenizer
         self.data_dir = self.cfg.resolved_data_dir()
         self._harness: Harness | None = None
-        self._probe_data: dict[str, Any] = {}
+        self._probe_contexts: dict[str, ProbeContext] = {}
         self.last_seconds: dict[str, float] = {}
         self.last_num_examples: dict[str, int] = {}
         self.last_raw: dict[str, dict[str, Any]] = {}
@@ -83,6 +75,10 @@ class Evaluator:
 
     def kind(self, task: str) -> str:
         """``"math"`` or ``"nonmath"``: the task table, unless ``eval.math_tasks`` / ``eval.nonmath_tasks`` say otherwise."""
+        if task not in TASKS and is_probe(task):
+            if task in self.cfg.math_tasks or task in self.cfg.nonmath_tasks:
+                return kind_of(task, self.cfg.math_tasks, self.cfg.nonmath_tasks)
+            return probe_spec(task).kind
         if task not in TASKS and task not in self.cfg.math_tasks and task not in self.cfg.nonmath_tasks:
             if task not in _SIDE_NOTED:
                 _SIDE_NOTED.add(task)
@@ -124,7 +120,7 @@ class Evaluator:
     def evaluate_task(self, task: str) -> dict[str, float]:
         """One task's metrics (names without the ``<kind>/<task>/`` prefix)."""
         start = time.perf_counter()
-        if task not in TASKS or TASKS[task].harness:
+        if not is_probe(task):
             run = self.harness.run(task)
             self.last_num_examples[task] = run.num_examples
             self.last_raw[task] = run.raw
@@ -139,37 +135,16 @@ class Evaluator:
         return values
 
     # ------------------------------------------------------------------ probes
-    def _data(self, task: str):
-        if task not in self._probe_data:
-            limit = self.cfg.limit_for(task)
-            if task == "gsm8k_gen":  # lm-eval's gsm8k_cot on the probe's problems (mathneuro.evaluation.gsm8k_alias)
-                from mathneuro.evaluation.gsm8k_alias import Gsm8kGen
-
-                data = Gsm8kGen(self.model, self.tokenizer, self.cfg, gsm8k_file(self.cfg.gsm8k_gen, self.data_dir))
-            elif task == "mc":
-                data = apply_limit(mc_records(self.cfg.mc.file), limit)
-            elif task == "ppl":
-                data = apply_limit(text_documents(self.cfg.ppl.file), limit)
-            else:
-                data = None
-            self._probe_data[task] = data
-        return self._probe_data[task]
-
     def _probe(self, task: str) -> dict[str, float]:
-        cfg, bs, progress = self.cfg, self.cfg.batch_size, self.cfg.progress
-        if task == "arith":
-            self.last_num_examples[task] = cfg.arith.num_problems
-            return arith_probe(self.model, self.tokenizer, cfg.arith, batch_size=bs, progress=progress)
-        data = self._data(task)
-        if task == "gsm8k_gen":
-            run = data.run()
-            self.last_num_examples[task] = run.num_examples
-            self.last_raw[task] = run.raw
-            return run.metrics
-        self.last_num_examples[task] = len(data)
-        if task == "mc":
-            return mc_probe(self.model, self.tokenizer, data, batch_size=bs, progress=progress)
-        if task == "ppl":
-            return ppl_probe(self.model, self.tokenizer, data, max_length=cfg.ppl.max_length, batch_size=bs,
-                             progress=progress)
-        raise ValueError(f"eval.tasks: {task!r} is not a probe")
+        """Run the probe ``task`` names (registered or an import path) through the probe registry."""
+        spec = probe_spec(task)
+        ctx = self._probe_contexts.get(task)
+        if ctx is None:
+            ctx = ProbeContext(self.model, self.tokenizer, self.cfg, task, limit=self.cfg.limit_for(task),
+                               data_dir=self.data_dir)
+            self._probe_contexts[task] = ctx
+        ctx.num_examples = None
+        values = spec(ctx)
+        if ctx.num_examples is not None:
+            self.last_num_examples[task] = ctx.num_examples
+        return {str(k): float(v) for k, v in values.items()}

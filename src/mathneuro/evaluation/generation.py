@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import torch
 from tqdm.auto import tqdm
 
+from mathneuro.padding import left_padded, pad_token_id
+
 
 def model_device(model: torch.nn.Module) -> torch.device:
     """The device of the model's input embeddings (where input ids must go)."""
@@ -97,7 +99,7 @@ def greedy_generate(
         return []
     device = model_device(model)
     eos = _eos_ids(model, tokenizer)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (min(eos) if eos else 0)
+    pad_id = pad_token_id(tokenizer)
     prefix_ids = encode(tokenizer, prefix, add_special_tokens=True) if prefix else []
     if prefix:
         rows = [encode(tokenizer, s, add_special_tokens=False) for s in suffixes]
@@ -131,12 +133,7 @@ def greedy_generate(
 
 def _generate_batch(model, tokenizer, batch, prefix_cache, start, max_new_tokens, stop, eos, pad_id, device):
     n = len(batch)
-    width = max(len(r) for r in batch)
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((n, width), dtype=torch.long)
-    for j, r in enumerate(batch):
-        ids[j, width - len(r):] = torch.tensor(r)
-        mask[j, width - len(r):] = 1
+    ids, mask = left_padded(batch, pad_id)
     # Real tokens of each row sit at positions start .. start + len - 1; pads get a harmless position.
     positions = (start + mask.cumsum(-1) - 1).clamp(min=start if start else 0)
     ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from mathneuro.evaluation.generation import encode, last_positions, model_device
+from mathneuro.padding import left_padded, pad_token_id
 
 
 def prefix_token_id(tokenizer) -> int:
@@ -78,13 +79,9 @@ def score_token_sequences(
         inputs = [seqs[i][0] for i in idx]
         n_cont = [min(seqs[i][1], len(seqs[i][0])) for i in idx]
         targets = [((pairs[i][0] + pairs[i][1])[-(limit + 1):])[-n:] for i, n in zip(idx, n_cont, strict=True)]
-        width = max(len(x) for x in inputs)
         keep = max(n_cont)
-        ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(idx), width), dtype=torch.long)
-        for j, x in enumerate(inputs):
-            ids[j, width - len(x):] = torch.tensor(x)
-            mask[j, width - len(x):] = 1
+        ids, mask = left_padded(inputs, pad_id)
+        width = ids.shape[1]
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         out = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
                     use_cache=False, logits_to_keep=last_positions(keep, width, device))
@@ -109,7 +106,7 @@ def loglikelihoods(
 ) -> list[float]:
     """log P(continuation | context) for each (context, continuation) pair of strings."""
     pairs = [encode_pair(tokenizer, c, x) for c, x in requests]
-    return score_token_sequences(model, pairs, batch_size=batch_size, pad_id=_pad_id(tokenizer),
+    return score_token_sequences(model, pairs, batch_size=batch_size, pad_id=pad_token_id(tokenizer),
                                  progress=progress, desc=desc)
 
 
@@ -139,16 +136,9 @@ def rolling_loglikelihoods(
         for lo in range(0, len(ids), window):
             pairs.append(([start], ids[lo: lo + window]))
             owner.append(t)
-    scores = score_token_sequences(model, pairs, batch_size=batch_size, pad_id=_pad_id(tokenizer),
+    scores = score_token_sequences(model, pairs, batch_size=batch_size, pad_id=pad_token_id(tokenizer),
                                    progress=progress, desc=desc)
     totals = [0.0] * len(texts)
     for t, s in zip(owner, scores, strict=True):
         totals[t] += s
     return list(zip(totals, counts, strict=True))
-
-
-def _pad_id(tokenizer) -> int:
-    for tid in (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.bos_token_id):
-        if tid is not None:
-            return int(tid)
-    return 0

@@ -11,7 +11,6 @@ Each returns ``{metric: value}`` with lm-eval's metric names and ``<metric>_stde
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from mathneuro.data import read_jsonl
 from mathneuro.evaluation.answers import extract_integer
 from mathneuro.evaluation.config import ArithConfig, GenerationProbeConfig
 from mathneuro.evaluation.generation import greedy_generate
@@ -42,12 +42,6 @@ def mean_stderr(values: Sequence[float]) -> float:
 
 def _mean_metric(name: str, values: Sequence[float]) -> dict[str, float]:
     return {name: sum(values) / len(values), f"{name}_stderr": mean_stderr(values)}
-
-
-def read_jsonl(path: str | Path) -> list[dict]:
-    """The records of a .jsonl file (blank lines skipped)."""
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 def apply_limit(items: list, limit: float | int | None) -> list:

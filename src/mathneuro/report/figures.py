@@ -10,7 +10,7 @@ from typing import Any
 
 from mathneuro.analysis import sort_layer_keys
 from mathneuro.report.tables import _hashable, aggregate
-from mathneuro.results import POINT_FIELDS, _is_number
+from mathneuro.results import POINT_FIELDS, PointResult, _is_number, coerce
 
 
 def _save(fig, path: str | Path) -> Path:
@@ -144,34 +144,30 @@ def plot_metric_vs_scalar(rows: Sequence[Mapping], metric: str | Sequence[str], 
     return _plot_vs(rows, "scalar", _as_metric_list(metric), path, log_x=False, title=title, xlabel="scale factor s")
 
 
+def _is_result_like(data: Any) -> bool:
+    """A single result in one of the shapes :func:`mathneuro.results.coerce` reads (not a ``{label: ...}`` map)."""
+    if isinstance(data, PointResult):
+        return True
+    return isinstance(data, Mapping) and (
+        any(k in data for k in ("per_layer", "selection", "status", "metrics"))
+        or any(str(k).startswith("per_layer/") for k in data))
+
+
 def _per_layer_entries(data: Any) -> list[tuple[str, Any, dict[str, float]]]:
-    """Normalise summaries / results / tidy rows / {label: summary} into (label, top_k, per_layer)."""
-    if isinstance(data, Mapping) and "per_layer" in data:
-        return [(str(data.get("method") or "selection"), data.get("top_k"), dict(data["per_layer"]))]
-    if isinstance(data, Mapping):
-        out = []
-        for label, item in data.items():
-            for _, top_k, layers in _per_layer_entries(item):
-                out.append((str(label), top_k, layers))
-        return out
+    """(label, top_k, per_layer) of every result in ``data``: one result or a list of them in any shape
+    :func:`mathneuro.results.coerce` reads, or ``{label: any of those}``."""
+    if isinstance(data, Mapping) and not _is_result_like(data):
+        return [(str(label), top_k, layers) for label, item in data.items()
+                for _, top_k, layers in _per_layer_entries(item)]
+    records = [coerce(item) for item in ([data] if _is_result_like(data) else data)]
     out = []
-    for item in data:
-        if "selection" in item and isinstance(item["selection"], Mapping):
-            sel, point = item["selection"], item.get("point") or {}
-            rowlike = {**point, "method": point.get("method", sel.get("method"))}
-            layers = dict(sel.get("per_layer") or {})
-            top_k = point.get("top_k", sel.get("top_k"))
-        elif "per_layer" in item:
-            rowlike, layers, top_k = item, dict(item["per_layer"]), item.get("top_k")
-        else:
-            rowlike = item
-            layers = {k[len("per_layer/") :]: v for k, v in item.items() if k.startswith("per_layer/") and _is_number(v)}
-            top_k = item.get("top_k")
+    for record in records:
+        layers = {k: v for k, v in record.per_layer.items() if _is_number(v)}
         if layers:
-            out.append((rowlike, top_k, layers))
-    if out and not isinstance(out[0][0], str):
+            out.append((record.point, record.point.get("top_k", record.selection.get("top_k")), layers))
+    if out:
         rows = [e[0] for e in out]
-        fields = [f for f in _label_fields(rows, exclude=["top_k", "scalar", "intervention"])]
+        fields = _label_fields(rows, exclude=["top_k", "scalar", "intervention"])
         out = [(_label(e[0], fields), e[1], e[2]) for e in out]
     return out
 

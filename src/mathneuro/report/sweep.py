@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
+
+from mathneuro.results import PointResult, read_json
 
 _SKIP_DIRS = {".hydra", "wandb", "report", "__pycache__"}
 
@@ -62,12 +63,9 @@ def load_results(sweep_dir: str | Path) -> tuple[list[dict], list[dict]]:
             missing.append({**entry, "reason": "no results.json"})
             continue
         try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            data = read_json(path)
+        except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             missing.append({**entry, "reason": f"unreadable JSON: {err}"})
-            continue
-        if not isinstance(data, dict):
-            missing.append({**entry, "reason": "unreadable JSON: top level is not an object"})
             continue
         if isinstance(data.get("point"), dict):
             entry["point"] = data["point"]
@@ -79,5 +77,5 @@ def load_results(sweep_dir: str | Path) -> tuple[list[dict], list[dict]]:
         if absent:
             missing.append({**entry, "reason": f"missing fields: {', '.join(absent)}"})
             continue
-        complete.append({**data, "_dir": str(job), "_job": rel})
+        complete.append({**PointResult.from_json(data).to_json(), "_dir": str(job), "_job": rel})
     return complete, missing

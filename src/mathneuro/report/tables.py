@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mathneuro.analysis import sort_layer_keys
+from mathneuro.analysis import mean_std, sort_layer_keys
 from mathneuro.results import POINT_FIELDS, SELECTION_COLUMNS, _is_number, tidy_row
 
 GROUP_FIELDS = ("model", "task", "filter", "method", "intervention", "top_k", "scalar", "num_samples")
@@ -94,13 +93,6 @@ def _sort_key(value: Any) -> tuple:
     return (1, 0, str(value))
 
 
-def _mean_std(values: Sequence[float]) -> tuple[float, float]:
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return mean, 0.0
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-
-
 def aggregate(rows: Iterable[Mapping], by: Sequence[str], metric: str) -> list[dict]:
     """Mean, sample std (n-1; 0 for one value), min, max and n of ``metric`` per group of ``by``.
 
@@ -116,7 +108,7 @@ def aggregate(rows: Iterable[Mapping], by: Sequence[str], metric: str) -> list[d
     out = []
     for key in sorted(groups, key=lambda k: tuple(_sort_key(v) for v in k)):
         values = groups[key]
-        mean, std = _mean_std(values)
+        mean, std = mean_std(values)
         out.append({**dict(zip(by, key, strict=True)), "metric": metric, "mean": mean, "std": std,
                     "min": min(values), "max": max(values), "n": len(values)})
     return out

@@ -1,0 +1,218 @@
+"""A loaded model and what a sweep reuses across its points: statistics, evaluators, baselines.
+
+:class:`Workbench` holds one loaded model with its statistics cache and evaluators, so a whole
+in-process sweep loads the model once, computes statistics once per dataset and the baseline
+evaluation once; :func:`get_workbench` keeps one per process. :func:`prepare_samples` draws and
+renders a dataset's texts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mathneuro.cache import StatisticsCache, cached_statistics
+from mathneuro.config import Config, ConfigError
+from mathneuro.data import draw_samples, load_records, render, sample_ids_hash
+from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, write_samples
+from mathneuro.method_registry import MethodInputs, resolve_method
+from mathneuro.models import load_model, model_identity
+from mathneuro.recording import (
+    write_json_atomic,
+)
+from mathneuro.selection import Selection
+from mathneuro.targets import (
+    DEFAULT_PATTERN,
+    find_mlp_activations,
+    find_target_linears,
+    weight_parameters,
+)
+
+log = logging.getLogger("mathneuro")
+
+
+@dataclass
+class Samples:
+    """The rendered texts of one dataset draw, with what identifies them."""
+
+    name: str
+    texts: list[str]
+    ids: list[int]
+    ids_hash: str
+
+
+def prepare_samples(dataset_cfg: Any, key: str, num_samples: int, seed: int, bootstrap: bool) -> Samples:
+    """Load a dataset config's records, draw ``num_samples`` of them and render the template."""
+    try:
+        records = load_records(dataset_cfg.path, split=dataset_cfg.split, name=dataset_cfg.subset, key=f"{key}.path")
+        if not records:
+            raise ConfigError(f"{key}.path: dataset {dataset_cfg.path!r} is empty")
+        ids = draw_samples(len(records), num_samples, seed, bootstrap)
+        texts = render([records[i] for i in ids], dataset_cfg.template, key=f"{key}.template")
+    except ConfigError:
+        raise
+    except ValueError as exc:  # bad data is a bad config value: one line, before any model loads
+        raise ConfigError(str(exc)) from None
+    return Samples(dataset_cfg.name, texts, ids, sample_ids_hash(ids))
+
+
+@dataclass
+class Workbench:
+    """One loaded model and everything reusable across the sweep points that edit it."""
+
+    model: torch.nn.Module
+    tokenizer: Any
+    identity: dict
+    cache: StatisticsCache
+    evaluators: dict = field(default_factory=dict)
+    baselines: dict = field(default_factory=dict)
+    used: list = field(default_factory=list)  # {dataset, kind, key, source} of each statistics lookup
+
+    def targets(self, method_cfg: Any) -> dict:
+        """The linears a method config scores: its ``targets`` pattern, lm_head if ``include_lm_head``."""
+        return find_target_linears(self.model, getattr(method_cfg, "targets", DEFAULT_PATTERN),
+                                   getattr(method_cfg, "include_lm_head", False))
+
+    def statistics(self, samples: Samples, kinds: tuple[str, ...], *, targets: dict | None = None,
+                   max_length: int, batch_size: int, progress: bool = True) -> tuple[dict, dict]:
+        """Statistics of ``samples`` for each kind (cached on disk and in memory) and their keys."""
+        activations = find_mlp_activations(self.model) if "lape" in kinds else None
+        sources: dict[str, str] = {}
+        found, keys = cached_statistics(
+            self.cache, self.model, self.tokenizer, samples.texts, model_identity=self.identity, kinds=kinds,
+            targets=targets, activations=activations, max_length=max_length, batch_size=batch_size,
+            progress=progress, desc=f"statistics [{samples.name}]", sources=sources,
+        )
+        self.used.extend({"dataset": samples.name, "kind": kind, "key": keys[kind], "source": sources[kind]}
+                         for kind in kinds)
+        return found, keys
+
+    def select(self, method: Any, task: Samples, filters: list[Samples], *, top_k: float, seed: int,
+               max_length: int, batch_size: int, progress: bool = True) -> tuple[Selection, list[str]]:
+        """The selection of ``method`` (a config node, dataclass or name; see
+        :func:`~mathneuro.method_registry.resolve_method`) and the statistics keys it used."""
+        spec, method_cfg = resolve_method(method)
+        kinds = spec.needs
+        targets = self.targets(method_cfg) if "linear_inputs" in kinds else None
+        keys: list[str] = []
+
+        def stats_of(samples: Samples) -> dict:
+            found, k = self.statistics(samples, kinds, targets=targets, max_length=max_length,
+                                       batch_size=batch_size, progress=progress)
+            keys.extend(k[kind] for kind in kinds)
+            return found
+
+        task_stats = stats_of(task)
+        inputs = MethodInputs(task=task_stats, filters=[stats_of(f) for f in filters],
+                              weights=weight_parameters(targets) if targets is not None else {},
+                              top_k=top_k, seed=seed, model=self.model)
+        selection = spec(inputs, method_cfg)
+        if not isinstance(selection, Selection):
+            raise TypeError(f"method {spec.name!r} returned {type(selection).__name__}, not a Selection")
+        return selection, keys
+
+    def evaluator(self, eval_cfg: Any):
+        """The evaluator of this model for ``eval_cfg``, built once (it wraps lm-eval's HFLM once)."""
+        from mathneuro.evaluation import Evaluator
+
+        key = eval_cfg.fingerprint()
+        if key not in self.evaluators:
+            self.evaluators[key] = Evaluator(self.model, self.tokenizer, eval_cfg)
+        return self.evaluators[key]
+
+    def baseline_samples_dir(self, eval_cfg: Any) -> Path | None:
+        """Where the unedited model's per-example records for ``eval_cfg`` live (None without a cache dir)."""
+        key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
+        return self.cache.root / "baselines" / key / SAMPLES_DIR if self.cache.root else None
+
+    def baseline(self, eval_cfg: Any, samples_dir: Path | None = None) -> dict[str, float]:
+        """Metrics of the unedited model, computed once per model and eval config (memory, then disk).
+
+        With ``eval_cfg.log_samples`` and a ``samples_dir``, its per-example records are written there
+        once too (the baseline is evaluated again only if they are missing).
+        """
+        key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
+        need_samples = bool(eval_cfg.log_samples and samples_dir is not None
+                            and not (samples_dir / SAMPLES_COMPLETE).exists())
+        if key in self.baselines and not need_samples:
+            return self.baselines[key]
+        path = self.cache.root / "baselines" / f"{key}.json" if self.cache.root else None
+        if path is not None and path.exists() and not need_samples:
+            metrics = _read_baseline(path, self.identity)
+        else:
+            metrics = None
+        if metrics is None:
+            evaluator = self.evaluator(eval_cfg)
+            metrics = evaluator.evaluate()
+            if need_samples:
+                write_samples(samples_dir, evaluator.last_samples, evaluator.last_sample_kinds)
+            if path is not None:
+                write_json_atomic(path, {"metrics": metrics, "model": self.identity, "eval": _plain(eval_cfg)})
+        self.baselines[key] = metrics
+        return metrics
+
+
+def _read_baseline(path: Path, identity: dict) -> dict[str, float] | None:
+    """The cached baseline metrics at ``path`` if the entry is whole and is this model's, else None
+    (with a one-line warning: the caller recomputes and rewrites it)."""
+    try:
+        data = json.loads(path.read_text())
+        metrics = data["metrics"]
+        if not isinstance(metrics, dict) or not metrics:
+            raise ValueError("no metrics in it")
+        if not all(isinstance(v, (int, float)) or v is None for v in metrics.values()):
+            raise ValueError("a metric is not a number")
+        if json.loads(json.dumps(identity, default=str)) != data.get("model"):
+            raise ValueError("it records another model")
+    except Exception as exc:  # noqa: BLE001 - unreadable, truncated or foreign: recompute
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        log.warning("baseline cache: entry %s is damaged or does not match (%s); recomputing and rewriting it",
+                    path, reason)
+        return None
+    return metrics
+
+
+def _plain(obj: Any) -> Any:
+    from dataclasses import asdict, is_dataclass
+
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(obj, DictConfig):
+        return OmegaConf.to_container(obj, resolve=True)
+    if is_dataclass(obj):
+        return asdict(obj)
+    return obj
+
+
+def _hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(_plain(obj), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+_WORKBENCHES: dict[str, Workbench] = {}
+
+
+def get_workbench(cfg: Config) -> Workbench:
+    """The process's workbench for ``cfg.model`` (loaded on first use, then reused by every point)."""
+    m = cfg.model
+    key = _hash({"model": _plain(m), "cache": cfg.cache_dir})
+    bench = _WORKBENCHES.get(key)
+    if bench is None:
+        _WORKBENCHES.clear()  # one model in memory at a time
+        try:
+            model, tok = load_model(m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype, device=m.device,
+                                    revision=m.revision, trust_remote_code=m.trust_remote_code,
+                                    cache_dir=cfg.cache_dir, device_map=m.device_map)
+        except ValueError as exc:
+            if str(exc).startswith("model."):  # the loader's own messages name the key: a bad value
+                raise ConfigError(str(exc)) from exc
+            raise
+        identity = model_identity(model, m.name_or_path, m.dtype)
+        bench = Workbench(model, tok, identity, StatisticsCache(Path(cfg.cache_dir) / "statistics"))
+        _WORKBENCHES[key] = bench
+    return bench
