@@ -121,7 +121,7 @@ def test_gsm8k_gen_is_lm_eval_gsm8k_cot_on_the_probe_file(five_model, tmp_path, 
     assert metrics["math/gsm8k_gen/exact_match,strict-match"] == 0.0
     assert metrics["math/gsm8k_gen/exact_match"] == metrics["math/gsm8k_gen/exact_match,strict-match"]
     assert ev.last_num_examples["gsm8k_gen"] == 6
-    lm = ev._probe_data["gsm8k_gen"].harness.lm
+    lm = ev._probe_contexts["gsm8k_gen"].cache["data"].harness.lm
     assert (getattr(lm, "prefix_stats", None) is not None) == reuse
     if reuse:
         assert lm.prefix_stats.cached_batches == 2
