@@ -29,7 +29,6 @@ from mathneuro.method_registry import resolve_method
 from mathneuro.preflight import check_model_source, check_top_k, check_writable_dir, refuse_empty_selection
 from mathneuro.recording import (
     WandbRun,
-    check_writable,
     read_complete_results,
 )
 from mathneuro.results import RESULTS_FILE, PointResult
@@ -148,10 +147,7 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
             log.info("%s: complete results found, skipping this point", output_dir)
             done["skipped"] = True
             return done
-    try:
-        check_writable(output_dir)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    check_writable_dir(output_dir, "hydra.run.dir")
     check_writable_dir(cfg.cache_dir, "cache_dir")
     timings: dict[str, float] = {}
     memory: dict[str, dict[str, float]] = {}
@@ -168,7 +164,8 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
 
     point = point_summary(cfg)
     wandb_run = WandbRun(
-        cfg.logger.name == "wandb", init_timeout=cfg.logger.init_timeout, project=cfg.logger.project, entity=cfg.logger.entity, mode=cfg.logger.mode,
+        cfg.logger.name == "wandb", init_timeout=cfg.logger.init_timeout, project=cfg.logger.project,
+        entity=cfg.logger.entity, mode=cfg.logger.mode,
         group=group, job_type=cfg.method.name, tags=(tags or []) + list(cfg.logger.tags),
         config={**config_dict, "point": point}, dir=str(output_dir), name=output_dir.name,
     )

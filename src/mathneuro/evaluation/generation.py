@@ -47,7 +47,8 @@ def last_positions(k: int, length: int, device: torch.device) -> torch.Tensor:
     return torch.arange(length - k, length, device=device)
 
 
-def _cache_kwarg(model: torch.nn.Module) -> str:
+def cache_kwarg(model: torch.nn.Module) -> str:
+    """The name of the KV-cache argument of ``model.forward``."""
     # transformers >= 5.2x names the KV cache argument ``cache``; older releases ``past_key_values``.
     try:
         params = inspect.signature(model.forward).parameters
@@ -56,7 +57,8 @@ def _cache_kwarg(model: torch.nn.Module) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
-def _returned_cache(out):
+def returned_cache(out):
+    """The KV cache a forward pass returned, whatever the transformers version calls it."""
     cache = getattr(out, "cache", None)
     return cache if cache is not None else getattr(out, "past_key_values", None)
 
@@ -112,7 +114,7 @@ def greedy_generate(
     if use_cache_prefix:
         ids = torch.tensor([prefix_ids], device=device)
         out = model(input_ids=ids, use_cache=True, logits_to_keep=last_positions(1, ids.shape[1], device))
-        prefix_cache = _returned_cache(out)
+        prefix_cache = returned_cache(out)
     else:
         rows = [prefix_ids + r for r in rows]
     start = len(prefix_ids) if use_cache_prefix else 0
@@ -150,11 +152,11 @@ def _generate_batch(model, tokenizer, batch, prefix_cache, start, max_new_tokens
     alive = list(range(n))  # batch rows still generating; finished rows are dropped from the batch
     last_pos = positions[:, -1:]
     step_ids, step_pos = ids, positions
-    cache_arg = _cache_kwarg(model)
+    cache_arg = cache_kwarg(model)
     for _ in range(max_new_tokens):
         out = model(input_ids=step_ids, attention_mask=full_mask, position_ids=step_pos, use_cache=True,
                     logits_to_keep=last_positions(1, step_ids.shape[1], device), **{cache_arg: past})
-        past = _returned_cache(out)
+        past = returned_cache(out)
         next_ids = out.logits[:, -1, :].argmax(dim=-1)
         for slot, j in enumerate(alive):
             if done[j]:  # only when the cache cannot drop rows

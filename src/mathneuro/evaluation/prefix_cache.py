@@ -43,6 +43,8 @@ from typing import Any
 import torch
 from lm_eval.models.huggingface import HFLM
 
+from mathneuro.evaluation.generation import cache_kwarg, returned_cache
+
 log = logging.getLogger(__name__)
 
 # Generation options that change nothing when decoding greedily (they shape sampling only).
@@ -193,7 +195,7 @@ class PrefixCacheHFLM(HFLM):
         ids = torch.tensor([prefix], dtype=torch.long, device=self.device)
         with torch.no_grad(), self._autocast():
             out = self.model(input_ids=ids, use_cache=True, **_last_logit_only(self.model, ids.shape[1]))
-        cache = _returned_cache(out)
+        cache = returned_cache(out)
         if cache is None or not hasattr(cache, "batch_repeat_interleave"):
             self._mark_unsupported(f"the model returned no expandable cache ({type(cache).__name__})")
             return 0, None
@@ -226,7 +228,7 @@ class PrefixCacheHFLM(HFLM):
             self.prefix_stats.greedy_batches += 1
             return self._greedy_from_cache(ids, mask, plen, cache, max_length, stop, pad_id)
         return super()._model_generate(ids, max_length, stop, attention_mask=mask,
-                                       **{_cache_kwarg(self.model): cache}, **kwargs)
+                                       **{cache_kwarg(self.model): cache}, **kwargs)
 
     def _pad_id(self) -> int:
         pad = self.tokenizer.pad_token_id
@@ -260,7 +262,7 @@ class PrefixCacheHFLM(HFLM):
         last_pos = positions[:, -1:]
         alive = list(range(n))
         generated: list[list[int]] = [[] for _ in range(n)]
-        cache_arg = _cache_kwarg(self.model)
+        cache_arg = cache_kwarg(self.model)
         last_only = _last_logit_only(self.model, 1)  # one new token per row after the first step
         steps = 0
         for step in range(budget):
@@ -268,7 +270,7 @@ class PrefixCacheHFLM(HFLM):
             with self._autocast():
                 result = self.model(input_ids=step_ids, attention_mask=full_mask, position_ids=step_pos,
                                     use_cache=True, **{cache_arg: cache}, **keep_logits)
-            cache = _returned_cache(result)
+            cache = returned_cache(result)
             next_ids = result.logits[:, -1, :].float().argmax(dim=-1)
             steps = step + 1
             keep = []
@@ -324,20 +326,6 @@ def _normalise_greedy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     if kwargs.get("do_sample") is False and kwargs["temperature"] == 0.0:
         kwargs.pop("temperature")
     return kwargs
-
-
-def _cache_kwarg(model: torch.nn.Module) -> str:
-    # transformers >= 5.2x names the KV cache argument ``cache``; older releases ``past_key_values``.
-    try:
-        params = inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return "past_key_values"
-    return "cache" if "cache" in params else "past_key_values"
-
-
-def _returned_cache(out):
-    cache = getattr(out, "cache", None)
-    return cache if cache is not None else getattr(out, "past_key_values", None)
 
 
 def _last_logit_only(model: torch.nn.Module, length: int) -> dict[str, Any]:
