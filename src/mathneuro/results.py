@@ -60,7 +60,7 @@ class PointResult:
     timings: dict[str, float] = field(default_factory=dict)
     peak_memory: dict[str, dict[str, float]] = field(default_factory=dict)
     statistics_keys: list[str] = field(default_factory=list)
-    statistics: list[dict[str, Any]] = field(default_factory=list)  # {dataset, kind, key, source} per entry used
+    statistics: list[dict[str, Any]] | None = None  # {dataset, kind, key, source} per entry used; absent in old results
     sample_ids_hash: dict[str, str] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     objective: float | None = None
@@ -81,6 +81,8 @@ class PointResult:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
         if data["samples"] is None:
             del data["samples"]  # written only by runs that log per-example records
+        if data["statistics"] is None:
+            del data["statistics"]  # results written before statistics sources were recorded
         return {**data, **self.extra}
 
     def write(self, path: str | os.PathLike) -> Path:
