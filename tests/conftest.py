@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +45,15 @@ TEXTS = [
     "Read the passage and answer: the cat sat on the mat.",
     "Q: Which planet is largest? A: Jupiter",
 ]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    """A tiny random llama saved like any local checkpoint (one per test module)."""
+    from mathneuro.tiny import tiny_model
+
+    path = tmp_path_factory.mktemp("tiny-llama")
+    model, tok = tiny_model("llama")
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path

@@ -17,7 +17,7 @@ from mathneuro.methods import topk_count
 from mathneuro.report import write_report
 from mathneuro.runner import run_point
 from mathneuro.selection import Selection
-from tests.test_runner import base_overrides, compose_cfg, tiny_dir  # noqa: F401 - tiny_dir is a fixture
+from tests.test_runner import base_overrides, compose_cfg
 
 NAME = "model.layers.0.mlp.up_proj.weight"
 

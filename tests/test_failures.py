@@ -33,15 +33,6 @@ from .conftest import TEXTS
 from .test_runner import base_overrides, cli, compose_cfg
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("tiny-llama")
-    model, tok = tiny_model("llama")
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
-
-
 def error_line(res: subprocess.CompletedProcess) -> str:
     """The command's one error line; fails unless stderr holds exactly one ``mathneuro: error:`` line."""
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("mathneuro: error:")]

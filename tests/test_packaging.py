@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from mathneuro.tiny import tiny_model
-
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -25,14 +23,6 @@ def test_every_subpackage_is_listed_for_the_wheel():
     found = {".".join(p.parent.relative_to(REPO / "src").parts) for p in (REPO / "src").rglob("__init__.py")}
     assert found | {"mathneuro.conf"} == listed
 
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("tiny-llama")
-    model, tok = tiny_model("llama")
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
 
 
 def user_conf(root: Path, tiny_dir: Path) -> Path:

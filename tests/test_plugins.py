@@ -60,14 +60,6 @@ def plugin_dir(tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("tiny-llama")
-    model, tok = tiny_model("llama")
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
-
 
 def test_user_method_and_probe_run_through_the_cli(plugin_dir, tiny_dir, tmp_path):
     run_dir = tmp_path / "run"

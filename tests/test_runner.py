@@ -18,21 +18,11 @@ from omegaconf import OmegaConf
 from mathneuro.cli import config_dir, job_dirname
 from mathneuro.config import ConfigError, register_configs
 from mathneuro.runner import run_point
-from mathneuro.tiny import tiny_model
 
 pytestmark = pytest.mark.integration  # real files, subprocesses or lm-eval: see Makefile test tiers
 
 CONF = Path(config_dir())
 
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    """A tiny llama saved like any local checkpoint."""
-    path = tmp_path_factory.mktemp("tiny-llama")
-    model, tok = tiny_model("llama")
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
 
 
 def base_overrides(tiny_dir: Path, cache: Path) -> list[str]:
