@@ -23,6 +23,7 @@
 # Evaluation never reads those files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source experiments/lib.sh
 stage=${1:?usage: reproduce.sh STAGE [overrides]}
 shift
 models=${MODELS:-$HOME/.cache/mathneuro/gguf}
@@ -32,12 +33,9 @@ bash ../shared/models/fetch-models.sh "$models" "$gguf" >/dev/null
 data=$(cd ../shared/data && pwd)
 root=${ROOT:-outputs/sweeps/reproduce}
 N=${N:-200}
-py=.venv/bin/python
-common=(model="$model" model.name_or_path="$models/$gguf/model.gguf"
-        task=gsm8k task.path="$data/gsm8k/train.jsonl"
+identification_sets "$data"
+common=(model="$model" model.name_or_path="$models/$gguf/model.gguf" "${math[@]}"
         max_length=512 batch_size=8 eval.data_dir="$data" progress=false)
-race=(filter=race filter.path="$data/race/validation_high.jsonl")
-mmlu=(filter=mmlu filter.path="$data/mmlu/validation_prerelease.jsonl")
 probes=(eval=probes 'eval.tasks=[arith,mc,ppl]' eval.arith.digits="${DIGITS:-2}" eval.arith.num_problems=50)
 paper=(eval=paper 'eval.tasks=[gsm8k_gen,race,mmlu]' eval.limits.gsm8k_gen=20 eval.limits.race=10
        eval.limits.mmlu=1 eval.batch_size=8)
@@ -72,8 +70,7 @@ case $stage in
     done ;;
   scaling_test)
     for m in mathneuro random; do
-      best=$("$py" -c "import sys,yaml; print(round(yaml.safe_load(open(sys.argv[1]))['best_params']['intervention.scalar'], 4))" \
-             "$root/scaling_search/$m/optimization_results.yaml")
+      best=$(best_scalar "$root/scaling_search/$m") || exit 2
       echo "$m: best scalar on validation = $best"
       run "${race[@]}" "${scale_test[@]}" intervention=scale num_samples="$N" method=$m \
           intervention.scalar="$best",1.1 seed=0,1,2 hydra.sweep.dir="$root/scaling_test/$m" "$@"

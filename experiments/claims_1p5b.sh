@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Issue 16: the paper's claims (SPEC §6) on Qwen2.5-Coder-1.5B-Instruct, where RACE and MMLU can fail,
+# with per-example records everywhere so that the report pairs every edit with the unedited model and
+# with random pruning/scaling of the same counts on the same examples (paired.csv, bootstrap intervals).
+#   bash experiments/claims_1p5b.sh STAGE [extra Hydra overrides for keys the script does not set]
+# Stages (each a resumable Hydra multirun under $ROOT/<stage>; rerunning skips finished points):
+#   budget          one `random` point from 16 + 16 samples, evaluated on a sliver of the test sets
+#                   (MMLU 1 per subject, RACE 2 articles, GSM8K 8, arithmetic 20): the timings in its
+#                   results.json (load, statistics, baseline and edited evaluation) size the rest
+#   prune           top_k $TOPK: mathneuro, random, wanda, lape (RACE filter); mathneuro and random (MMLU
+#                   filter); seeds $SEEDS (bootstrap draws of N samples per set). Evaluated on test splits:
+#                   arithmetic (2-digit +/-, seed 0), GSM8K test (8-shot CoT probe, first $GSM8K),
+#                   RACE-high test (lm-eval, first $RACE articles), MMLU test (lm-eval, $MMLU per subject)
+#   scaling_search  Optuna over s in [1.0, 1.5] at top_k 0.05 (RACE filter, seed 0) for each method of
+#                   $SEARCH, on a validation draw: arithmetic drawn with seed 1 + the MC probe (constraint)
+#   scaling_test    s = 1.1 and mathneuro's best s (and random's, if searched) for mathneuro and random
+#                   (same counts) at seeds $SEEDS: arithmetic (seed 0), GSM8K test ($GSM8K), MMLU test
+#   bf16            experiments/bf16_accumulation.py on this model ($BF16_N + $BF16_N samples, $BF16_LEN tokens)
+#   report          mathneuro-report of every stage folder (points.csv, summary.md, paired.csv, figures)
+#                   into $RESULTS/<stage>/
+# Environment (defaults): MODEL (qwen2_5_coder_1_5b) GGUF (qwen2.5-coder-1.5b) MODELS (/root/.cache/mathneuro-models)
+#   DATA (../shared/data) ROOT (outputs/sweeps/claims_1p5b) RESULTS (experiments/results/claims_1p5b)
+#   DTYPE (float32 without CUDA: bf16 matmuls are ~14x slower on a CPU without bf16 units; bfloat16 with CUDA)
+#   N (100) SEEDS (0,1) TOPK (0.15; 0.15,0.05 adds 5 %) MAXLEN (512) GSM8K (100) RACE (20) MMLU (5) ARITH (100)
+#   DIGITS (2) TRIALS (8) SEARCH (mathneuro; "mathneuro random" searches random too) BF16_N (96) BF16_LEN (128)
+#   CACHE (cache_dir; default mathneuro's). Threads: OMP_NUM_THREADS as usual.
+# Missing model or data, an unknown task name or a limit for a task not evaluated stops a stage before
+# anything runs (experiments/check_points.py composes and validates every point first).
+# The model: bash ../shared/models/fetch-models.sh /root/.cache/mathneuro-models qwen2.5-coder-1.5b
+set -euo pipefail
+shopt -s inherit_errexit
+cd "$(dirname "$0")/.."
+source experiments/lib.sh
+stage=${1:?usage: claims_1p5b.sh STAGE [overrides]   (STAGE: budget prune scaling_search scaling_test bf16 report)}
+shift
+extra=("$@")
+
+model=${MODEL:-qwen2_5_coder_1_5b}
+gguf=${GGUF:-qwen2.5-coder-1.5b}
+models=${MODELS:-/root/.cache/mathneuro-models}
+weights="$models/$gguf/model.gguf"
+root=${ROOT:-outputs/sweeps/claims_1p5b}
+results=${RESULTS:-experiments/results/claims_1p5b}
+N=${N:-100} SEEDS=${SEEDS:-0,1} TOPK=${TOPK:-0.15} GSM8K=${GSM8K:-100} RACE=${RACE:-20} MMLU=${MMLU:-5}
+ARITH=${ARITH:-100} DIGITS=${DIGITS:-2}
+
+[ -d "${DATA:-../shared/data}" ] || die "no data folder ${DATA:-../shared/data} (set DATA=<the shared data folder>)"
+data=$(cd "${DATA:-../shared/data}" && pwd)
+need_files "$data" gsm8k/train.jsonl gsm8k/test.jsonl race/validation_high.jsonl race/test_high_by_article.jsonl \
+  mmlu/validation_prerelease.jsonl
+[ "$stage" = report ] || [ -f "$weights" ] || die "no model at $weights; fetch it with:
+  bash ../shared/models/fetch-models.sh $models $gguf"
+if [ -z "${DTYPE:-}" ]; then
+  DTYPE=$("$py" -c "import torch; print('bfloat16' if torch.cuda.is_available() else 'float32')")
+fi
+identification_sets "$data"
+
+common=(model="$model" model.name_or_path="$weights" model.dtype="$DTYPE" model.device=auto "${math[@]}"
+        max_length="${MAXLEN:-512}" batch_size=8 eval.data_dir="$data" eval.batch_size=8 eval.log_samples=true
+        progress=false ${CACHE:+cache_dir="$CACHE"})
+arith() { echo "eval.arith.digits=$DIGITS" 'eval.arith.operations=["+","-"]' "eval.arith.num_problems=$1" "eval.arith.seed=$2"; }
+# shellcheck disable=SC2046  # arith's words are single tokens
+test_eval=(eval=paper 'eval.tasks=[arith,gsm8k_gen,race,mmlu]' $(arith "$ARITH" 0) eval.limits.gsm8k_gen="$GSM8K"
+           eval.limits.race="$RACE" eval.limits.mmlu="$MMLU")
+# shellcheck disable=SC2046
+scale_val=(eval=probes 'eval.tasks=[arith,mc]' $(arith "$ARITH" 1))
+# shellcheck disable=SC2046
+scale_test=(eval=paper 'eval.tasks=[arith,gsm8k_gen,mmlu]' $(arith "$ARITH" 0) eval.limits.gsm8k_gen="$GSM8K"
+            eval.limits.mmlu="$MMLU")
+
+# sweep OVERRIDE...: one multirun; with mode=check only composed and validated (no model loads)
+sweep() {
+  if [ "$mode" = check ]; then
+    "$py" experiments/check_points.py "${common[@]}" "$@" "${extra[@]}" >/dev/null || exit 2
+  else
+    "$py" -m mathneuro -m "${common[@]}" "$@" "${extra[@]}"
+  fi
+}
+
+scalars() {  # the scale factors of the test: 1.1, then each searched method's best
+  local s out=1.1 m
+  for m in ${SEARCH:-mathneuro}; do
+    s=$(best_scalar "$root/scaling_search/$m") || exit 2
+    echo "$m: best scalar on validation = $s" >&2
+    case ",$out," in *",$s,"*) ;; *) out="$out,$s" ;; esac
+  done
+  echo "$out"
+}
+
+run_stage() {
+  case $stage in
+    budget)
+      sweep "${race[@]}" eval=paper 'eval.tasks=[arith,gsm8k_gen,race,mmlu]' $(arith 20 0) eval.limits.gsm8k_gen=8 \
+            eval.limits.race=2 eval.limits.mmlu=1 num_samples=16 seed=0 method=random top_k=0.15 \
+            hydra.sweep.dir="$root/budget" ;;
+    prune)
+      sweep "${race[@]}" "${test_eval[@]}" num_samples="$N" seed="$SEEDS" method=mathneuro,random,wanda,lape \
+            top_k="$TOPK" hydra.sweep.dir="$root/prune/race"
+      sweep "${mmlu[@]}" "${test_eval[@]}" num_samples="$N" seed="$SEEDS" method=mathneuro,random \
+            top_k="$TOPK" hydra.sweep.dir="$root/prune/mmlu" ;;
+    scaling_search)
+      for m in ${SEARCH:-mathneuro}; do
+        sweep "${race[@]}" "${scale_val[@]}" hparams_search=optuna_scalar num_samples="$N" seed=0 method="$m" \
+              objective.metric=math/arith/exact_match objective.constraint=nonmath/mc/acc \
+              hydra.sweeper.n_trials="${TRIALS:-8}" hydra.sweep.dir="$root/scaling_search/$m"
+      done ;;
+    scaling_test)
+      local s
+      s=$(scalars) || exit 2
+      sweep "${race[@]}" "${scale_test[@]}" intervention=scale top_k=0.05 num_samples="$N" \
+            method=mathneuro,random intervention.scalar="$s" seed="$SEEDS" hydra.sweep.dir="$root/scaling_test" ;;
+    bf16)
+      local out=$results/bf16_accumulation.json
+      if [ "$mode" = check ]; then return; fi
+      if [ -f "$out" ]; then echo "$out exists: skipped (delete it to measure again)"; return; fi
+      mkdir -p "$results"
+      "$py" experiments/bf16_accumulation.py --model "$weights" --dtype "$DTYPE" --num-samples "${BF16_N:-96}" \
+        --max-length "${BF16_LEN:-128}" --top-k 0.05 --seed 0 --data-dir "$data" --threads "${OMP_NUM_THREADS:-1}" \
+        --out "$out" ;;
+    report)
+      if [ "$mode" = check ]; then return; fi
+      local s found=0
+      for s in prune scaling_search scaling_test budget; do
+        [ -d "$root/$s" ] || continue
+        found=1
+        "$py" -m mathneuro.report_cli "$root/$s" --out "$results/$s"
+      done
+      [ "$found" = 1 ] || die "nothing to report under $root" ;;
+    *) die "unknown stage: $stage (budget prune scaling_search scaling_test bf16 report)" ;;
+  esac
+}
+
+mode=check run_stage
+mode=run run_stage

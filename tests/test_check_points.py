@@ -1,0 +1,80 @@
+"""experiments/check_points.py and the fail-early checks of experiments/claims_1p5b.sh (no model loads)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "experiments" / "check_points.py"
+CLAIMS = ROOT / "experiments" / "claims_1p5b.sh"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("check_points", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_compositions_vary_one_swept_key_at_a_time() -> None:
+    runs = _module().compositions(["top_k=0.1", "method=mathneuro,random", "seed=0,1,2"])
+    assert runs[0] == ["top_k=0.1", "method=mathneuro", "seed=0"]
+    assert ["top_k=0.1", "method=random", "seed=0"] in runs
+    assert ["top_k=0.1", "method=mathneuro", "seed=2"] in runs
+    assert len(runs) == 1 + 1 + 2
+
+
+def _base(tmp_path: Path) -> list[str]:  # the embedded model and data: nothing to fetch
+    return ["logger=none", "eval=probes", "eval.tasks=[arith]", f"cache_dir={tmp_path / 'cache'}"]
+
+
+def test_good_points_pass_and_a_limit_for_a_task_not_evaluated_is_refused(tmp_path, capsys) -> None:
+    main = _module().main
+    assert main(_base(tmp_path) + ["method=mathneuro,random", "eval.limits.arith=3"]) == 0
+    assert "ok: 2 composition(s)" in capsys.readouterr().out
+    assert main(_base(tmp_path) + ["eval.limits.gsm8k_gne=3"]) == 2
+    err = capsys.readouterr().err
+    assert "eval.limits.gsm8k_gne" in err and "not in eval.tasks" in err
+
+
+def test_a_bad_value_in_any_swept_position_is_refused(tmp_path, capsys) -> None:
+    main = _module().main
+    assert main(_base(tmp_path) + ["method=mathneuro,nosuch"]) == 2
+    assert "method" in capsys.readouterr().err
+    assert main(_base(tmp_path) + ["eval.tasks=[arith,no_such_task_xyz]"]) == 2
+    assert "no_such_task_xyz" in capsys.readouterr().err
+    assert main(_base(tmp_path) + ["model.name_or_path=" + str(tmp_path / "absent" / "model.gguf")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def _claims(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(CLAIMS), "prune"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ROOT": str(tmp_path / "sweeps"), **env})
+
+
+@pytest.mark.parametrize("missing", ["model", "data"])
+def test_claims_script_stops_before_running_when_model_or_data_is_missing(tmp_path, missing) -> None:
+    data = tmp_path / "data"
+    for name in ("gsm8k/train.jsonl", "gsm8k/test.jsonl", "race/validation_high.jsonl",
+                 "race/test_high_by_article.jsonl", "mmlu/validation_prerelease.jsonl"):
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_text("")
+    if missing == "data":
+        (data / "race" / "validation_high.jsonl").unlink()
+    else:
+        (tmp_path / "models" / "m").mkdir(parents=True)
+    if missing == "data":
+        (tmp_path / "models" / "m").mkdir(parents=True)
+        (tmp_path / "models" / "m" / "model.gguf").write_bytes(b"GGUF")
+    done = _claims(tmp_path, DATA=str(data), MODELS=str(tmp_path / "models"), GGUF="m")
+    assert done.returncode == 2
+    if missing == "data":
+        assert "race/validation_high.jsonl" in done.stderr
+    else:
+        assert "no model at" in done.stderr and "fetch-models.sh" in done.stderr
+    assert not (tmp_path / "sweeps").exists()  # nothing ran
