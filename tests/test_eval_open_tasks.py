@@ -136,8 +136,9 @@ def test_user_yamls_run_through_include_path_with_sides_limits_and_records(user_
     assert ev.last_num_examples == {"my_mc": 3, "my_math": 2, "my_suite": 4}
 
     # per-example records: one line per evaluated example, the mean of each column is the reported metric
-    assert set(ev.last_samples) == {"my_mc", "my_math", "my_mc2", "my_mc3"}
-    assert ev.last_sample_kinds == {"my_mc": "nonmath", "my_math": "math", "my_mc2": "nonmath", "my_mc3": "nonmath"}
+    assert set(ev.last_samples) == {"my_mc", "my_math", "my_mc2", "my_mc3", "my_suite"}
+    assert ev.last_sample_kinds == {"my_mc": "nonmath", "my_math": "math", "my_mc2": "nonmath", "my_mc3": "nonmath",
+                                    "my_suite": "nonmath"}
     assert [r["doc_id"] for r in ev.last_samples["my_mc"]] == [0, 1, 2]
     assert column_mean(ev.last_samples["my_mc"], "acc") == pytest.approx(metrics["nonmath/my_mc/acc"])
     for metric in ("exact_match", "math_verify"):
@@ -146,6 +147,11 @@ def test_user_yamls_run_through_include_path_with_sides_limits_and_records(user_
     assert "answer" not in ev.last_samples["my_mc"][0]
     suite = ev.last_samples["my_mc2"] + ev.last_samples["my_mc3"]
     assert len(suite) == 4 and column_mean(suite, "acc") == pytest.approx(metrics["nonmath/my_suite/acc"])
+    # the group's pooled records: both subtasks' examples, tagged, whose mean is the group's metric
+    pooled = ev.last_samples["my_suite"]
+    assert sorted((r["subtask"], r["doc_id"]) for r in pooled) == [("my_mc2", 0), ("my_mc2", 1), ("my_mc3", 0),
+                                                                  ("my_mc3", 1)]
+    assert column_mean(pooled, "acc") == pytest.approx(metrics["nonmath/my_suite/acc"])
 
 
 def test_fingerprint_follows_user_task_files_not_log_samples(user_root):

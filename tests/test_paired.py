@@ -41,6 +41,22 @@ def test_seeds_average_and_doc_ids_intersect() -> None:
     assert mean == pytest.approx(((-1 / 8) + (-1 / 8)) / 2)
 
 
+def test_group_records_pair_by_subtask_and_doc_id(tmp_path: Path) -> None:
+    """A group's pooled records (doc_ids repeat across subtasks) pair example by example."""
+    from mathneuro.evaluation.samples import pooled_records, write_records
+
+    base = {"mmlu_a": [{"doc_id": i, "acc": 1.0} for i in range(3)],
+            "mmlu_b": [{"doc_id": i, "acc": float(i != 0)} for i in range(2)]}
+    edited = {"mmlu_a": [{"doc_id": i, "acc": float(i != 1)} for i in range(3)],  # a/1 lost
+              "mmlu_b": [{"doc_id": i, "acc": 1.0} for i in range(2)]}            # b/0 gained
+    ref = paired.read_records(write_records(tmp_path / "base", "mmlu", pooled_records(base)))
+    mine = paired.read_records(write_records(tmp_path / "edit", "mmlu", pooled_records(edited)))
+    assert set(ref) == {("mmlu_a", 0), ("mmlu_a", 1), ("mmlu_a", 2), ("mmlu_b", 0), ("mmlu_b", 1)}
+    diffs, docs = paired_differences([{d: v["acc"] for d, v in mine.items()}], [{d: v["acc"] for d, v in ref.items()}])
+    assert len(docs) == 5
+    assert sorted(diffs[0].tolist()) == [-1.0, 0.0, 0.0, 0.0, 1.0]
+
+
 def test_bad_input_is_refused() -> None:
     with pytest.raises(ValueError, match="n > 0"):
         paired_bootstrap(np.zeros((2, 0)))

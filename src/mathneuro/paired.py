@@ -96,13 +96,16 @@ def paired_differences(edited: Sequence[Mapping[int, float]], reference: Sequenc
 
 
 # ------------------------------------------------------------------------------------------ records
-def read_records(path: str | Path) -> dict[int, dict[str, float]]:
+def read_records(path: str | Path) -> dict[Any, dict[str, float]]:
     """``{doc_id: {metric: value}}`` of one ``samples/<task>.jsonl`` (numeric fields only; booleans
-    count as 0/1; a doc_id seen twice keeps the mean of its values)."""
-    sums: dict[int, dict[str, list[float]]] = {}
+    count as 0/1; a doc_id seen twice keeps the mean of its values). A group's pooled records
+    (with ``subtask``) are keyed by ``(subtask, doc_id)``."""
+    sums: dict[Any, dict[str, list[float]]] = {}
     for index, item in enumerate(read_jsonl(path, "samples")):
         try:
             doc = int(item["doc_id"])
+            if "subtask" in item:
+                doc = (str(item["subtask"]), doc)
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"{path}: record {index + 1}: not a per-example record with a doc_id ({err})") from None
         slot = sums.setdefault(doc, {})

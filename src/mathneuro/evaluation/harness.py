@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from mathneuro.evaluation.config import EvalConfig
-from mathneuro.evaluation.samples import records_from_lm_eval
+from mathneuro.evaluation.samples import pooled_records, records_from_lm_eval
 from mathneuro.evaluation.task_index import needs_lm_eval_tasks
 from mathneuro.evaluation.tasks import TASKS, lm_eval_name, local_tasks_dir
 
@@ -251,6 +251,8 @@ class Harness:
         if self.cfg.log_samples:
             logged = results.get("samples", {})
             samples = {self.display_name(task, leaf): records_from_lm_eval(logged.get(leaf, [])) for leaf in leaves}
+            if name in table and name not in leaves:  # a group: its subtasks' records pooled, too
+                samples[self.display_name(task, name)] = pooled_records(samples)
         return HarnessRun(flatten_lm_eval_metrics(entry), count, seconds, entry, subtasks, samples)
 
 

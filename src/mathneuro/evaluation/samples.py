@@ -6,7 +6,9 @@ where the metric names are exactly those of ``results.json`` after the ``<side>/
 metric; ``answer`` (generation tasks only) is the filtered / extracted answer (of the first filter
 when a task has several). Metrics whose per-example value is not a number (perplexities,
 corpus-level scores such as BLEU: lm-eval aggregates them from tuples) are left out.
-Files: ``<dir>/<task>.jsonl``, one per evaluated task (each subtask of a group its own).
+Files: ``<dir>/<task>.jsonl``, one per evaluated task (each subtask of a group its own); a group
+also gets its pooled records (:func:`pooled_records`: every subtask's, tagged with ``subtask``), so
+that a group of many small subtasks (MMLU, a few questions per subject) can be compared as a whole.
 """
 
 from __future__ import annotations
@@ -57,6 +59,13 @@ def records_from_lm_eval(logged: Iterable[Mapping[str, Any]]) -> list[dict[str, 
         if "answer" not in record and isinstance(resps, list) and resps and all(isinstance(r, str) for r in resps):
             record["answer"] = resps[0]
     return [by_doc[k] for k in sorted(by_doc)]
+
+
+def pooled_records(by_subtask: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """A group's records: every subtask's, each with ``"subtask": <name>`` (doc_ids repeat across
+    subtasks; ``(subtask, doc_id)`` names an example). The mean of a column is the example-weighted
+    mean over the subtasks (lm-eval's ``weight_by_size``, as MMLU aggregates)."""
+    return [{**record, "subtask": name} for name in sorted(by_subtask) for record in by_subtask[name]]
 
 
 def write_records(folder: str | Path, task: str, records: Iterable[Mapping[str, Any]]) -> Path:
