@@ -9,7 +9,7 @@
 #                   results.json (load, statistics, baseline and edited evaluation) size the rest
 #   prune           top_k $TOPK: mathneuro, random, wanda, lape (RACE filter); mathneuro and random (MMLU
 #                   filter); seeds $SEEDS (bootstrap draws of N samples per set). Evaluated on test splits:
-#                   arithmetic (2-digit +/-, seed 0), GSM8K test (8-shot CoT probe, first $GSM8K),
+#                   arithmetic (2-digit +/-, seed 0), GSM8K test (lm-eval gsm8k_cot, 8-shot, prefix cache, first $GSM8K),
 #                   RACE-high test (lm-eval, first $RACE articles), MMLU test (lm-eval, $MMLU per subject)
 #   scaling_search  Optuna over s in [1.0, 1.5] at top_k 0.05 (RACE filter, seed 0) for each method of
 #                   $SEARCH, on a validation draw: arithmetic drawn with seed 1 + the MC probe (constraint)
@@ -26,6 +26,9 @@
 #   CACHE (cache_dir; default mathneuro's). Threads: OMP_NUM_THREADS as usual.
 # Missing model or data, an unknown task name or a limit for a task not evaluated stops a stage before
 # anything runs (experiments/check_points.py composes and validates every point first).
+# GSM8K runs as lm-eval's gsm8k_cot (what the gsm8k_gen probe wraps, with the same prefix cache) because
+# harness tasks write per-example records and probes do not: arithmetic and the MC probe are reported,
+# but not paired.
 # The model: bash ../shared/models/fetch-models.sh /root/.cache/mathneuro-models qwen2.5-coder-1.5b
 set -euo pipefail
 shopt -s inherit_errexit
@@ -60,12 +63,12 @@ common=(model="$model" model.name_or_path="$weights" model.dtype="$DTYPE" model.
         progress=false ${CACHE:+cache_dir="$CACHE"})
 arith() { echo "eval.arith.digits=$DIGITS" 'eval.arith.operations=["+","-"]' "eval.arith.num_problems=$1" "eval.arith.seed=$2"; }
 # shellcheck disable=SC2046  # arith's words are single tokens
-test_eval=(eval=paper 'eval.tasks=[arith,gsm8k_gen,race,mmlu]' $(arith "$ARITH" 0) eval.limits.gsm8k_gen="$GSM8K"
+test_eval=(eval=paper 'eval.tasks=[arith,gsm8k_cot,race,mmlu]' $(arith "$ARITH" 0) eval.limits.gsm8k_cot="$GSM8K"
            eval.limits.race="$RACE" eval.limits.mmlu="$MMLU")
 # shellcheck disable=SC2046
 scale_val=(eval=probes 'eval.tasks=[arith,mc]' $(arith "$ARITH" 1))
 # shellcheck disable=SC2046
-scale_test=(eval=paper 'eval.tasks=[arith,gsm8k_gen,mmlu]' $(arith "$ARITH" 0) eval.limits.gsm8k_gen="$GSM8K"
+scale_test=(eval=paper 'eval.tasks=[arith,gsm8k_cot,mmlu]' $(arith "$ARITH" 0) eval.limits.gsm8k_cot="$GSM8K"
             eval.limits.mmlu="$MMLU")
 
 # sweep OVERRIDE...: one multirun; with mode=check only composed and validated (no model loads)
@@ -90,7 +93,7 @@ scalars() {  # the scale factors of the test: 1.1, then each searched method's b
 run_stage() {
   case $stage in
     budget)
-      sweep "${race[@]}" eval=paper 'eval.tasks=[arith,gsm8k_gen,race,mmlu]' $(arith 20 0) eval.limits.gsm8k_gen=8 \
+      sweep "${race[@]}" eval=paper 'eval.tasks=[arith,gsm8k_cot,race,mmlu]' $(arith 20 0) eval.limits.gsm8k_cot=8 \
             eval.limits.race=2 eval.limits.mmlu=1 num_samples=16 seed=0 method=random top_k=0.15 \
             hydra.sweep.dir="$root/budget" ;;
     prune)
