@@ -450,3 +450,33 @@ def test_embedded_smollm2_converts_once_and_reloads_identically(tmp_path):
     assert model_identity(model, "embedded://smollm2-135m", "auto") == identity
     print(f"SmolLM2 GGUF conversion {converted:.1f}s, cached reload {reloaded:.2f}s")
     assert reloaded < 10
+
+
+def test_processes_starting_together_convert_a_gguf_once(tiny_gguf, tmp_path, monkeypatch):
+    """Two loaders racing on a fresh cache: one converts, the other waits for it and reloads the folder."""
+    import threading
+    import time
+
+    path, reference, tok = tiny_gguf
+    cache = tmp_path / "cache"
+    real_convert = conversion._convert_gguf
+    calls = []
+
+    def slow_convert(*args, **kwargs):
+        calls.append(threading.get_ident())
+        time.sleep(0.5)  # the other loader arrives while this one converts
+        return real_convert(*args, **kwargs)
+
+    monkeypatch.setattr(conversion, "_convert_gguf", slow_convert)
+    loaded: list = []
+    threads = [threading.Thread(target=lambda: loaded.append(
+        load_model(str(path), dtype="float32", device="cpu", cache_dir=str(cache)))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(loaded) == 2
+    for model, mtok in loaded:
+        torch.testing.assert_close(logits(model, mtok), logits(reference, tok), rtol=1e-5, atol=1e-5)
+    assert [p.name for p in (cache / "models").iterdir() if not p.name.startswith(".tmp-")] == [
+        conversion._conversion_dir(path, torch.float32, str(cache)).name]

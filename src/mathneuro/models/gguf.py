@@ -18,6 +18,7 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from mathneuro.embedded import cache_root
+from mathneuro.locking import FileLock
 
 logger = logging.getLogger("mathneuro.models")
 
@@ -49,6 +50,12 @@ def _conversion_dir(gguf: Path, dtype: torch.dtype, cache_dir: str | None) -> Pa
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
     stem = re.sub(r"[^\w.-]+", "_", gguf.stem)[:60]
     return cache_root(cache_dir) / "models" / f"{stem}-{key['dtype']}-{digest}"
+
+
+def conversion_lock(folder: Path) -> FileLock:
+    """A cross-process lock for converting into ``folder`` (kept alive by a heartbeat while converting)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(folder.parent / f".{folder.name}.lock", stale_after=600.0)
 
 
 def _is_complete(folder: Path) -> bool:

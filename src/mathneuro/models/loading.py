@@ -16,7 +16,7 @@ from transformers import (
 
 from mathneuro.models import gguf as conversion
 from mathneuro.models.devices import _check_dtype_name, resolve_device, resolve_dtype
-from mathneuro.models.gguf import _check_plain, _conversion_dir, _is_complete
+from mathneuro.models.gguf import _check_plain, _conversion_dir, _is_complete, conversion_lock
 from mathneuro.models.sources import _resolve_source
 
 
@@ -86,15 +86,19 @@ def load_model(
         gguf = Path(source.location)
         torch_dtype = resolve_dtype(dtype_name, torch_device, gguf=True)
         folder = _conversion_dir(gguf, torch_dtype, cache_dir)
-        if _is_complete(folder):
-            model, tokenizer = _load_pretrained(str(folder), torch_dtype, torch_device, device_map, None, False)
-        else:
-            model, tokenizer = conversion._convert_gguf(gguf, folder, torch_dtype)
-            if device_map is not None:
-                del model
-                model, tokenizer = _load_pretrained(str(folder), torch_dtype, torch_device, device_map, None, False)
-            elif torch_device.type != "cpu":
+        converted = None
+        if not _is_complete(folder):
+            # processes of one sweep starting together convert once: the others wait, then reload
+            with conversion_lock(folder):
+                if not _is_complete(folder):
+                    converted = conversion._convert_gguf(gguf, folder, torch_dtype)
+        if converted is not None and device_map is None:
+            model, tokenizer = converted
+            if torch_device.type != "cpu":
                 model = model.to(torch_device)
+        else:
+            converted = None  # a device_map load places the weights itself: re-read the folder
+            model, tokenizer = _load_pretrained(str(folder), torch_dtype, torch_device, device_map, None, False)
     else:
         try:
             config = AutoConfig.from_pretrained(source.location, revision=revision, trust_remote_code=trust_remote_code)
