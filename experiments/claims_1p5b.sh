@@ -23,7 +23,8 @@
 #   DTYPE (float32 without CUDA: bf16 matmuls are ~14x slower on a CPU without bf16 units; bfloat16 with CUDA)
 #   N (100) SEEDS (0,1) TOPK (0.15; 0.15,0.05 adds 5 %) MAXLEN (512) GSM8K (100) RACE (20) MMLU (5) ARITH (100)
 #   DIGITS (2) TRIALS (8) SEARCH (mathneuro; "mathneuro random" searches random too) BF16_N (96) BF16_LEN (128)
-#   CACHE (cache_dir; default mathneuro's). Threads: OMP_NUM_THREADS as usual.
+#   CACHE (cache_dir; default mathneuro's). Threads: OMP_NUM_THREADS as usual. CHECK_ONLY=1: validate the
+#   stage's points and stop. GSM8K=0 drops GSM8K from prune (arithmetic only: cheaper, but no paired math rows).
 # Missing model or data, an unknown task name or a limit for a task not evaluated stops a stage before
 # anything runs (experiments/check_points.py composes and validates every point first).
 # GSM8K runs as lm-eval's gsm8k_cot (what the gsm8k_gen probe wraps, with the same prefix cache) because
@@ -63,7 +64,9 @@ common=(model="$model" model.name_or_path="$weights" model.dtype="$DTYPE" model.
         progress=false ${CACHE:+cache_dir="$CACHE"})
 arith() { echo "eval.arith.digits=$DIGITS" 'eval.arith.operations=["+","-"]' "eval.arith.num_problems=$1" "eval.arith.seed=$2"; }
 # shellcheck disable=SC2046  # arith's words are single tokens
-test_eval=(eval=paper 'eval.tasks=[arith,gsm8k_cot,race,mmlu]' $(arith "$ARITH" 0) eval.limits.gsm8k_cot="$GSM8K"
+gsm=(gsm8k_cot, eval.limits.gsm8k_cot="$GSM8K")  # GSM8K=0: prune without GSM8K (the issue allows arithmetic)
+[ "$GSM8K" != 0 ] || gsm=("")
+test_eval=(eval=paper "eval.tasks=[arith,${gsm[0]}race,mmlu]" $(arith "$ARITH" 0) "${gsm[@]:1}"
            eval.limits.race="$RACE" eval.limits.mmlu="$MMLU")
 # shellcheck disable=SC2046
 scale_val=(eval=probes 'eval.tasks=[arith,mc]' $(arith "$ARITH" 1))
@@ -108,6 +111,7 @@ run_stage() {
               hydra.sweeper.n_trials="${TRIALS:-8}" hydra.sweep.dir="$root/scaling_search/$m"
       done ;;
     scaling_test)
+      [ "$GSM8K" != 0 ] || die "scaling_test needs GSM8K > 0 (the issue asks for GSM8K test there)"
       local s
       s=$(scalars) || exit 2
       sweep "${race[@]}" "${scale_test[@]}" intervention=scale top_k=0.05 num_samples="$N" \
@@ -134,4 +138,5 @@ run_stage() {
 }
 
 mode=check run_stage
+[ -z "${CHECK_ONLY:-}" ] || { echo "$stage: every point is valid (CHECK_ONLY set: nothing run)"; exit 0; }
 mode=run run_stage
