@@ -87,7 +87,7 @@ scalars() {  # the scale factors of the test: 1.1, then each searched method's b
   local s out=1.1 m
   for m in ${SEARCH:-mathneuro}; do
     s=$(best_scalar "$root/scaling_search/$m") || exit 2
-    echo "$m: best scalar on validation = $s" >&2
+    [ "$mode" = check ] || echo "$m: best scalar on validation = $s" >&2
     case ",$out," in *",$s,"*) ;; *) out="$out,$s" ;; esac
   done
   echo "$out"
