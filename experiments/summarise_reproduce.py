@@ -32,14 +32,21 @@ SCALE_METRICS = {"math/arith/exact_match": "arith (test)", "math/gsm8k_gen/exact
                  "nonmath/mc/acc": "MC acc"}
 
 
+MAIN_DTYPE = "bfloat16"  # the sweeps' model dtype; points run in another dtype say so in their label
+
+
 def label(row: dict) -> str:
     """Method name as the tables use it: the filter only where it changes the method, LAPE's top-K
-    rule where it is not the original's (``lape (candidates)``: top_k as a share of the candidates)."""
+    rule where it is not the original's (``lape (candidates)``: top_k as a share of the candidates),
+    and the model dtype where it is not the sweeps' (``lape [float32]``)."""
     if row["method"] == "mathneuro" and row.get("filter") != "race":
-        return f"mathneuro ({row.get('filter')} filter)"
-    if row["method"] == "lape" and row.get("share", "all") != "all":
-        return f"lape ({row['share']})"
-    return row["method"]
+        name = f"mathneuro ({row.get('filter')} filter)"
+    elif row["method"] == "lape" and row.get("share", "all") != "all":
+        name = f"lape ({row['share']})"
+    else:
+        name = row["method"]
+    dtype = row.get("dtype", MAIN_DTYPE)
+    return name if dtype == MAIN_DTYPE else f"{name} [{dtype}]"
 
 
 LAPE_FIELDS = ("num_neurons", "num_candidates", "num_kept", "saturated", "saturation_top_k")
@@ -85,6 +92,7 @@ def rows_of(path: Path) -> list[dict]:
         print(f"{path}: {len(missing)} points missing or incomplete")
     rows = tidy_rows(complete)
     for row, result in zip(rows, complete, strict=True):
+        row["dtype"] = ((result.get("config") or {}).get("model") or {}).get("dtype", MAIN_DTYPE)
         lape = (result.get("selection") or {}).get("lape") or {}
         row.update({f"lape/{k}": lape[k] for k in LAPE_FIELDS if k in lape})
         row["label"] = label(row)
@@ -94,7 +102,7 @@ def rows_of(path: Path) -> list[dict]:
 
 def plot_row(row: dict) -> dict:
     """A tidy row for the report's plots: the table's method label, no helper fields."""
-    plain = {k: v for k, v in row.items() if k not in ("_result", "label")}
+    plain = {k: v for k, v in row.items() if k not in ("_result", "label", "share", "dtype")}  # both are in the label
     return {**plain, "method": row["label"], "filter": None}
 
 
@@ -107,9 +115,20 @@ def cell(mean: float | None, std: float | None, n: int, fmt: str = ".3f") -> str
     return text
 
 
-def baseline_of(rows: list[dict], metric: str) -> float | None:
-    values = [r[f"baseline/{metric}"] for r in rows if f"baseline/{metric}" in r]
+def baseline_of(rows: list[dict], metric: str, dtype: str | None = None) -> float | None:
+    """The unedited model's ``metric`` in ``dtype`` (default: the main one; other dtypes have their own)."""
+    want = dtype or MAIN_DTYPE
+    values = [r[f"baseline/{metric}"] for r in rows if f"baseline/{metric}" in r and r.get("dtype", MAIN_DTYPE) == want]
     return values[0] if values else None
+
+
+def other_baselines(rows: list[dict], metrics: dict[str, str]) -> str:
+    """One line per dtype other than the main one: the unedited model's values in that dtype."""
+    lines = []
+    for dtype in sorted({r.get("dtype", MAIN_DTYPE) for r in rows} - {MAIN_DTYPE}):
+        values = ", ".join(f"{name} {_fmt_base(baseline_of(rows, m, dtype))}" for m, name in metrics.items())
+        lines.append(f"Rows marked [{dtype}] ran the model in {dtype}; its unedited values: {values}.")
+    return ("\n" + "\n".join(lines) + "\n") if lines else ""
 
 
 def comparison_table(rows: list[dict], metrics: dict[str, str], by: list[str], title: str) -> str:
@@ -129,7 +148,7 @@ def comparison_table(rows: list[dict], metrics: dict[str, str], by: list[str], t
             fmt = ".3g" if "perplexity" in m else ".3f"
             cells.append(cell(entry.get(f"{m}/mean"), entry.get(f"{m}/std"), entry["n"], fmt))
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + other_baselines(rows, metrics)
 
 
 def _fmt_base(value: float | None) -> str:
@@ -268,7 +287,10 @@ def main() -> None:
     parser.add_argument("--grid-csv", type=Path, default=None,
                         help="an earlier grid_points.csv: its points that ROOT/grid lacks are kept (e.g. when "
                              "only the LAPE points were rerun)")
+    parser.add_argument("--main-dtype", default=MAIN_DTYPE,
+                        help="the sweeps' model dtype; points in another dtype are labelled with theirs")
     args = parser.parse_args()
+    globals()["MAIN_DTYPE"] = args.main_dtype
     out: Path = args.out
     title: str = args.title
     out.mkdir(parents=True, exist_ok=True)
