@@ -480,3 +480,36 @@ def test_processes_starting_together_convert_a_gguf_once(tiny_gguf, tmp_path, mo
         torch.testing.assert_close(logits(model, mtok), logits(reference, tok), rtol=1e-5, atol=1e-5)
     assert [p.name for p in (cache / "models").iterdir() if not p.name.startswith(".tmp-")] == [
         conversion._conversion_dir(path, torch.float32, str(cache)).name]
+
+
+AVX2_ONLY = "processor\t: 0\nflags\t\t: fpu sse sse2 avx fma avx2 bmi2\n"
+SAPPHIRE = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+ARM_BF16 = "processor\t: 0\nFeatures\t: fp asimd bf16 i8mm sve\n"
+
+
+def test_bf16_on_a_cpu_without_bf16_units_gets_a_warning():
+    from mathneuro.models.devices import cpu_has_bf16, slow_dtype_warning
+
+    assert cpu_has_bf16(AVX2_ONLY) is False
+    assert cpu_has_bf16(SAPPHIRE) is True and cpu_has_bf16(ARM_BF16) is True
+    assert cpu_has_bf16("") is None  # unknown: no warning
+    cpu = torch.device("cpu")
+    message = slow_dtype_warning(torch.bfloat16, cpu, AVX2_ONLY)
+    assert message is not None and message.startswith("model.dtype:") and "float32" in message
+    assert slow_dtype_warning(torch.bfloat16, cpu, SAPPHIRE) is None
+    assert slow_dtype_warning(torch.float32, cpu, AVX2_ONLY) is None
+    assert slow_dtype_warning(torch.bfloat16, torch.device("cuda"), AVX2_ONLY) is None
+    assert slow_dtype_warning(torch.bfloat16, cpu, "") is None
+
+
+def test_loading_in_bf16_warns_once_where_the_cpu_lacks_bf16(tmp_path, caplog, monkeypatch):
+    from mathneuro.models import devices, loading
+
+    _, _, folder = saved_tiny(tmp_path)
+    monkeypatch.setattr(devices, "cpu_has_bf16", lambda cpuinfo=None: False)
+    monkeypatch.setattr(loading, "_warned_dtypes", set())
+    with caplog.at_level("WARNING", logger="mathneuro.models"):
+        load_model(str(folder), dtype="bfloat16", device="cpu")
+        load_model(str(folder), dtype="bfloat16", device="cpu")
+        load_model(str(folder), dtype="float32", device="cpu")
+    assert sum("without bf16 instructions" in r.getMessage() for r in caplog.records) == 1

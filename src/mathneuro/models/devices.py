@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -93,3 +94,35 @@ def resolve_dtype(
             return torch.bfloat16
         return recorded
     return low if accelerated else torch.float32
+
+
+_BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})  # x86 AVX512-BF16 / AMX; Arm "bf16" feature
+
+
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool | None:
+    """Whether the CPU has bfloat16 arithmetic instructions, from ``/proc/cpuinfo`` (or the text given);
+    None where that cannot be told (no such file, no flags line)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() in ("flags", "features"):
+            flags.update(value.split())
+    return bool(flags & _BF16_CPU_FLAGS) if flags else None
+
+
+def slow_dtype_warning(dtype: torch.dtype, device: torch.device, cpuinfo: str | None = None) -> str | None:
+    """One line to warn with when ``dtype`` will be much slower than float32 on ``device``, else None.
+
+    bfloat16 on a CPU without bf16 instructions is emulated: on an AVX2-only EPYC a Qwen-0.5B prefill
+    ran about 14x slower than in float32 (experiments/README.md).
+    """
+    if torch.device(device).type != "cpu" or dtype != torch.bfloat16 or cpu_has_bf16(cpuinfo) is not False:
+        return None
+    return ("model.dtype: bfloat16 on a CPU without bf16 instructions (no avx512_bf16 / amx_bf16): matrix "
+            "products are emulated and run many times slower than float32 here; model.dtype=float32 is faster "
+            "on this machine (and uses 2x the memory)")

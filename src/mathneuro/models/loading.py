@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from transformers import (
 )
 
 from mathneuro.models import gguf as conversion
-from mathneuro.models.devices import _check_dtype_name, resolve_device, resolve_dtype
+from mathneuro.models.devices import _check_dtype_name, resolve_device, resolve_dtype, slow_dtype_warning
 from mathneuro.models.gguf import _check_plain, _conversion_dir, _is_complete, conversion_lock
 from mathneuro.models.sources import _resolve_source
 
@@ -41,6 +42,18 @@ def _load_pretrained(
     except (OSError, ValueError, TypeError) as exc:
         raise ValueError(f"model.name_or_path: no usable tokenizer at {location!r} ({exc})") from exc
     return model, tokenizer
+
+
+_warned_dtypes: set[tuple[str, str]] = set()
+
+
+def _warn_slow_dtype(dtype: torch.dtype, device: torch.device) -> None:
+    """Say once per process and (dtype, device) when the dtype is emulated and slow there."""
+    key = (str(dtype), str(device))
+    message = slow_dtype_warning(dtype, device) if key not in _warned_dtypes else None
+    if message:
+        _warned_dtypes.add(key)
+        logging.getLogger("mathneuro.models").warning(message)
 
 
 def _finish(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
@@ -111,5 +124,6 @@ def load_model(
             source.location, torch_dtype, torch_device, device_map, revision, trust_remote_code
         )
     _check_plain(model, str(name_or_path))
+    _warn_slow_dtype(torch_dtype, torch_device)
     _finish(model, tokenizer)
     return model, tokenizer
