@@ -1,5 +1,7 @@
+import importlib.util
 import os
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -57,3 +59,14 @@ def tiny_dir(tmp_path_factory) -> Path:
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+def load_experiment(name: str) -> ModuleType:
+    """An ``experiments/<name>.py`` script imported as a module (the folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "bf16_accumulation.py"
+from .conftest import load_experiment
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("bf16_accumulation", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_experiment("bf16_accumulation")
 
 
 def test_bf16_sum_rounds_every_step_and_float32_does_not() -> None:

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "experiments" / "check_points.py"
-CLAIMS = ROOT / "experiments" / "claims_1p5b.sh"
+from .conftest import EXPERIMENTS, load_experiment
+
+CLAIMS = EXPERIMENTS / "claims_1p5b.sh"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("check_points", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_experiment("check_points")
 
 
 def test_compositions_vary_one_swept_key_at_a_time() -> None:
@@ -64,12 +60,9 @@ def test_claims_script_stops_before_running_when_model_or_data_is_missing(tmp_pa
                  "race/test_high_by_article.jsonl", "mmlu/validation_prerelease.jsonl"):
         (data / name).parent.mkdir(parents=True, exist_ok=True)
         (data / name).write_text("")
+    (tmp_path / "models" / "m").mkdir(parents=True)  # the model folder, without its file unless data is missing
     if missing == "data":
         (data / "race" / "validation_high.jsonl").unlink()
-    else:
-        (tmp_path / "models" / "m").mkdir(parents=True)
-    if missing == "data":
-        (tmp_path / "models" / "m").mkdir(parents=True)
         (tmp_path / "models" / "m" / "model.gguf").write_bytes(b"GGUF")
     done = _claims(tmp_path, DATA=str(data), MODELS=str(tmp_path / "models"), GGUF="m")
     assert done.returncode == 2

@@ -4,20 +4,17 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import load_experiment
+
 GGUF = Path("/root/.cache/mathneuro-models/smollm2-135m/model.gguf")
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not GGUF.is_file(), reason=f"{GGUF} not fetched (../shared/models/fetch-models.sh)")
 def test_lape_rules_on_smollm2_with_the_embedded_demo_data():
-    import importlib.util
-
     from mathneuro.models import load_model
 
-    path = Path(__file__).resolve().parents[1] / "experiments" / "lape_rule_counts.py"
-    spec = importlib.util.spec_from_file_location("lape_rule_counts", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_experiment("lape_rule_counts")
     model, tok = load_model(str(GGUF), device="cpu")
     out = script.rule_counts(model, tok, num_samples=24, top_ks=[0.0001, 0.05, 0.15])
     # measured on the project's machine (bf16, CPU): 3,126 + 1,291 tokens, 3,108 candidates of 46,080
