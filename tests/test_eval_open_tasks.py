@@ -223,7 +223,12 @@ def test_run_point_writes_records_for_the_run_and_once_for_the_baseline(user_roo
 
     results = point(0.2, tmp_path / "run1")
     summary = results["samples"]
-    assert summary["dir"] == "samples" and summary["tasks"] == {"my_mc": "nonmath"}  # probes write no records
+    assert summary["dir"] == "samples" and summary["tasks"] == {"my_mc": "nonmath", "arith": "math"}
+    # the arith probe writes its records too: one per problem, their mean the reported exact match
+    arith = read_records(tmp_path / "run1" / "samples" / "arith.jsonl")
+    assert [r["doc_id"] for r in arith] == [0, 1, 2, 3]
+    assert column_mean(arith, "exact_match") == pytest.approx(results["metrics"]["math/arith/exact_match"])
+    assert all(r["exact_match"] == float(r["answer"] == r["target"]) for r in arith)
     records = read_records(tmp_path / "run1" / "samples" / "my_mc.jsonl")
     assert len(records) == 4 and column_mean(records, "acc") == pytest.approx(results["metrics"]["nonmath/my_mc/acc"])
     baseline_dir = Path(summary["baseline_dir"])
@@ -231,6 +236,8 @@ def test_run_point_writes_records_for_the_run_and_once_for_the_baseline(user_roo
     base_records = read_records(baseline_dir / "my_mc.jsonl")
     assert [r["doc_id"] for r in base_records] == [r["doc_id"] for r in records]
     assert column_mean(base_records, "acc") == pytest.approx(results["baseline_metrics"]["nonmath/my_mc/acc"])
+    assert column_mean(read_records(baseline_dir / "arith.jsonl"), "exact_match") == pytest.approx(
+        results["baseline_metrics"]["math/arith/exact_match"])
     stamp = (baseline_dir / "my_mc.jsonl").stat().st_mtime_ns
 
     again = point(0.4, tmp_path / "run2")  # same model and eval config: the baseline's records are not rewritten

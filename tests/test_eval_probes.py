@@ -27,6 +27,8 @@ from mathneuro.evaluation.probes import (
     mc_prompt,
     mc_records,
     ppl_probe,
+    score_arith,
+    score_mc,
     text_documents,
 )
 from mathneuro.tiny import byte_tokenizer, tiny_model
@@ -91,6 +93,12 @@ def test_arith_probe_scores_known_answers_exactly(five_model, num_fewshot, batch
     out = arith_probe(model, tok, cfg, batch_size=batch_size)
     assert out["exact_match"] == expected
     assert out["exact_match_stderr"] == pytest.approx(math.sqrt(expected * (1 - expected) / (len(problems) - 1)))
+    # example by example: the problem the bigram model gets right is exactly the one whose answer is 5
+    records = score_arith(model, tok, cfg, batch_size=batch_size)
+    assert [r["doc_id"] for r in records] == list(range(len(problems)))
+    assert [r["exact_match"] for r in records] == [float(p.answer == 5) for p in problems]
+    assert {r["answer"] for r in records} == {"5"}
+    assert [r["target"] for r in records] == [str(p.answer) for p in problems]
 
 
 def test_arith_problems_deterministic_and_private_rng():
@@ -196,6 +204,9 @@ def test_mc_probe_known_answers_on_bigram_model():
                {"question": "pick", "choices": ["5", "7"], "answer": 1}]
     out = mc_probe(model, tok, records, batch_size=2)
     assert out["acc"] == 0.5 and out["acc_norm"] == 0.5
+    scored = score_mc(model, tok, records, batch_size=2)
+    assert scored == [{"doc_id": 0, "acc": 1.0, "acc_norm": 1.0, "answer": "1"},
+                      {"doc_id": 1, "acc": 0.0, "acc_norm": 0.0, "answer": "0"}]
 
 
 def test_ppl_probe_matches_reference():

@@ -1,16 +1,18 @@
 """The built-in probes as registry entries: each loads its data once per evaluator (``ctx.cache``)
-and calls the probe functions of :mod:`mathneuro.evaluation.probes`."""
+and calls the probe functions of :mod:`mathneuro.evaluation.probes`. ``arith``, ``mc`` and
+``gsm8k_gen`` also hand their per-example records to ``ctx.records`` (written with ``eval.log_samples``)."""
 
 from __future__ import annotations
 
 from mathneuro.evaluation.probe_registry import ProbeContext, register_probe
 from mathneuro.evaluation.probes import (
     apply_limit,
-    arith_probe,
     gsm8k_file,
-    mc_probe,
     mc_records,
+    mean_metrics,
     ppl_probe,
+    score_arith,
+    score_mc,
     text_documents,
 )
 
@@ -18,8 +20,9 @@ from mathneuro.evaluation.probes import (
 @register_probe("arith", kind="math")
 def arith(ctx: ProbeContext) -> dict[str, float]:
     """Exact match on generated ``a <op> b =`` problems (``eval.arith``)."""
-    ctx.num_examples = ctx.cfg.arith.num_problems
-    return arith_probe(ctx.model, ctx.tokenizer, ctx.cfg.arith, batch_size=ctx.batch_size, progress=ctx.progress)
+    ctx.records = score_arith(ctx.model, ctx.tokenizer, ctx.cfg.arith, batch_size=ctx.batch_size, progress=ctx.progress)
+    ctx.num_examples = len(ctx.records)
+    return mean_metrics(ctx.records, ("exact_match",))
 
 
 @register_probe("gsm8k_gen", kind="math")
@@ -31,6 +34,8 @@ def gsm8k_gen(ctx: ProbeContext) -> dict[str, float]:
         ctx.cache["data"] = Gsm8kGen(ctx.model, ctx.tokenizer, ctx.cfg, gsm8k_file(ctx.cfg.gsm8k_gen, ctx.data_dir))
     run = ctx.cache["data"].run()
     ctx.num_examples = run.num_examples
+    if len(run.samples) == 1:  # lm-eval's records of gsm8k_cot, filed under this probe's name
+        ctx.records = next(iter(run.samples.values()))
     return run.metrics
 
 
@@ -40,7 +45,8 @@ def mc(ctx: ProbeContext) -> dict[str, float]:
     if "data" not in ctx.cache:
         ctx.cache["data"] = apply_limit(mc_records(ctx.cfg.mc.file), ctx.limit)
     ctx.num_examples = len(ctx.cache["data"])
-    return mc_probe(ctx.model, ctx.tokenizer, ctx.cache["data"], batch_size=ctx.batch_size, progress=ctx.progress)
+    ctx.records = score_mc(ctx.model, ctx.tokenizer, ctx.cache["data"], batch_size=ctx.batch_size, progress=ctx.progress)
+    return mean_metrics(ctx.records, ("acc", "acc_norm"))
 
 
 @register_probe("ppl", kind="nonmath")

@@ -6,7 +6,8 @@ unedited model (baseline) and again after each intervention. Metric names are fl
 reports its aggregate under its own name and every subgroup / subtask under theirs (same side).
 A task outside our table and outside ``eval.math_tasks`` / ``eval.nonmath_tasks`` counts as
 non-math; the process says so once per task. With ``eval.log_samples`` the per-example records
-of every evaluated harness task land in ``last_samples`` (the probes, our own code, write none).
+of every evaluated harness task, and of every probe that scores example by example (``arith``,
+``mc``, ``gsm8k_gen``; a user's probe through ``ProbeContext.records``), land in ``last_samples``.
 """
 
 from __future__ import annotations
@@ -130,6 +131,9 @@ class Evaluator:
         else:
             with preserved_rng(), torch.no_grad():
                 values = self._probe(task)
+            records = self._probe_contexts[task].records
+            if self.cfg.log_samples and records is not None:
+                self.last_samples[task] = list(records)
         self.last_seconds[task] = time.perf_counter() - start
         log.info("eval %s: %s (%.1f s)", task, values, self.last_seconds[task])
         return values
@@ -143,7 +147,7 @@ class Evaluator:
             ctx = ProbeContext(self.model, self.tokenizer, self.cfg, task, limit=self.cfg.limit_for(task),
                                data_dir=self.data_dir)
             self._probe_contexts[task] = ctx
-        ctx.num_examples = None
+        ctx.num_examples, ctx.records = None, None
         values = spec(ctx)
         if ctx.num_examples is not None:
             self.last_num_examples[task] = ctx.num_examples

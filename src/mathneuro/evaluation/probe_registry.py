@@ -32,7 +32,10 @@ class ProbeContext:
     """What a probe runs on: the model as it is now, the evaluation config and per-probe state.
 
     ``cache`` lives as long as the evaluator (data loaded once, reused for the baseline and every
-    edited model); a probe sets ``num_examples`` to report how many examples it scored.
+    edited model); a probe sets ``num_examples`` to report how many examples it scored, and may set
+    ``records``: one ``{"doc_id": int, "<metric>": number, ...}`` per example, the mean of a column
+    being the metric it returns. With ``eval.log_samples`` they are written like a harness task's
+    per-example records, so the report pairs the probe across sweep points (``paired.csv``).
     """
 
     model: torch.nn.Module
@@ -43,6 +46,7 @@ class ProbeContext:
     data_dir: Path | None = None
     cache: dict[str, Any] = field(default_factory=dict)
     num_examples: int | None = None
+    records: list[dict[str, Any]] | None = None
 
     @property
     def batch_size(self) -> int:

@@ -7,6 +7,10 @@
 - ``ppl``: perplexity of a text set (token, word, byte; bits per byte).
 
 Each returns ``{metric: value}`` with lm-eval's metric names and ``<metric>_stderr`` where one exists.
+``arith`` and ``mc`` also score example by example (:func:`score_arith`, :func:`score_mc`): one record
+``{"doc_id": i, "<metric>": 0/1, ...}`` per problem, the mean of a column being the reported metric,
+in the format of lm-eval's per-example records (:mod:`mathneuro.evaluation.samples`), so that
+``eval.log_samples`` pairs probe scores across sweep points like any harness task's.
 """
 
 from __future__ import annotations
@@ -42,6 +46,16 @@ def mean_stderr(values: Sequence[float]) -> float:
 
 def _mean_metric(name: str, values: Sequence[float]) -> dict[str, float]:
     return {name: sum(values) / len(values), f"{name}_stderr": mean_stderr(values)}
+
+
+def mean_metrics(records: Sequence[dict], names: Sequence[str]) -> dict[str, float]:
+    """Each named column's mean over per-example ``records`` and its ``<name>_stderr``."""
+    if not records:
+        raise ValueError("no examples were scored")
+    out: dict[str, float] = {}
+    for name in names:
+        out.update(_mean_metric(name, [float(r[name]) for r in records]))
+    return out
 
 
 def apply_limit(items: list, limit: float | int | None) -> list:
@@ -95,15 +109,27 @@ def arith_prefix(examples: Sequence[ArithProblem]) -> str:
     return "".join(f"{p.prompt} {p.answer}\n" for p in examples)
 
 
-def arith_probe(model: torch.nn.Module, tokenizer, cfg: ArithConfig, *, batch_size: int = 8,
-                progress: bool = False) -> dict[str, float]:
-    """Exact match of the first integer the model writes after ``"a op b ="`` (greedy, stop at newline)."""
+def score_arith(model: torch.nn.Module, tokenizer, cfg: ArithConfig, *, batch_size: int = 8,
+                progress: bool = False) -> list[dict]:
+    """One record per problem: ``{"doc_id", "exact_match", "answer", "target"}``; ``answer`` is the
+    first integer the model writes after ``"a op b ="`` (greedy, stop at newline), "" when none."""
     examples, problems = arith_problems(cfg)
     outputs = greedy_generate(model, tokenizer, [p.prompt for p in problems], prefix=arith_prefix(examples),
                               max_new_tokens=cfg.max_new_tokens, stop=("\n",), batch_size=batch_size,
                               progress=progress, desc="arith")
-    scores = [float(extract_integer(o) == p.answer) for o, p in zip(outputs, problems, strict=True)]
-    return _mean_metric("exact_match", scores)
+    records = []
+    for i, (output, problem) in enumerate(zip(outputs, problems, strict=True)):
+        answer = extract_integer(output)
+        records.append({"doc_id": i, "exact_match": float(answer == problem.answer),
+                        "answer": "" if answer is None else str(answer), "target": str(problem.answer)})
+    return records
+
+
+def arith_probe(model: torch.nn.Module, tokenizer, cfg: ArithConfig, *, batch_size: int = 8,
+                progress: bool = False) -> dict[str, float]:
+    """Exact match of the first integer the model writes after ``"a op b ="`` (greedy, stop at newline)."""
+    return mean_metrics(score_arith(model, tokenizer, cfg, batch_size=batch_size, progress=progress),
+                        ("exact_match",))
 
 
 # --------------------------------------------------------------------------- GSM8K problems (gsm8k_gen)
@@ -152,9 +178,11 @@ def mc_prompt(question: str) -> str:
     return f"Question: {question}\nAnswer:"
 
 
-def mc_probe(model: torch.nn.Module, tokenizer, records: Sequence[dict], *, batch_size: int = 8,
-             progress: bool = False) -> dict[str, float]:
-    """``acc``: the highest log-likelihood choice is right; ``acc_norm``: the same per byte of the choice."""
+def score_mc(model: torch.nn.Module, tokenizer, records: Sequence[dict], *, batch_size: int = 8,
+             progress: bool = False) -> list[dict]:
+    """One record per question: ``{"doc_id", "acc", "acc_norm", "answer"}`` (``acc``: the highest
+    log-likelihood choice is right; ``acc_norm``: the same per byte of the choice; ``answer``: the
+    index of the ``acc`` choice)."""
     requests, owners = [], []
     for i, r in enumerate(records):
         for choice in r["choices"]:
@@ -164,13 +192,22 @@ def mc_probe(model: torch.nn.Module, tokenizer, records: Sequence[dict], *, batc
     per_record: list[list[tuple[float, int]]] = [[] for _ in records]
     for (_, cont), owner, score in zip(requests, owners, scores, strict=True):
         per_record[owner].append((score, len(cont.encode("utf-8"))))
-    acc, acc_norm = [], []
-    for r, options in zip(records, per_record, strict=True):
+    scored = []
+    for i, (r, options) in enumerate(zip(records, per_record, strict=True)):
         raw = [s for s, _ in options]
         norm = [s / n for s, n in options]
-        acc.append(float(max(range(len(raw)), key=raw.__getitem__) == r["answer"]))
-        acc_norm.append(float(max(range(len(norm)), key=norm.__getitem__) == r["answer"]))
-    return {**_mean_metric("acc", acc), **_mean_metric("acc_norm", acc_norm)}
+        pick = max(range(len(raw)), key=raw.__getitem__)
+        pick_norm = max(range(len(norm)), key=norm.__getitem__)
+        scored.append({"doc_id": i, "acc": float(pick == r["answer"]), "acc_norm": float(pick_norm == r["answer"]),
+                       "answer": str(pick)})
+    return scored
+
+
+def mc_probe(model: torch.nn.Module, tokenizer, records: Sequence[dict], *, batch_size: int = 8,
+             progress: bool = False) -> dict[str, float]:
+    """``acc``: the highest log-likelihood choice is right; ``acc_norm``: the same per byte of the choice."""
+    return mean_metrics(score_mc(model, tokenizer, records, batch_size=batch_size, progress=progress),
+                        ("acc", "acc_norm"))
 
 
 # --------------------------------------------------------------------------- perplexity
@@ -208,6 +245,6 @@ def ppl_probe(model: torch.nn.Module, tokenizer, docs: Sequence[str], *, max_len
 
 __all__ = [
     "ArithProblem", "arith_prefix", "arith_probe", "arith_problems", "gsm8k_file", "gsm8k_prefix", "gsm8k_prompt",
-    "gsm8k_records", "mc_probe", "mc_prompt", "mc_records", "mean_stderr", "ppl_probe", "read_jsonl",
-    "text_documents", "apply_limit",
+    "gsm8k_records", "mc_probe", "mc_prompt", "mc_records", "mean_metrics", "mean_stderr", "ppl_probe",
+    "read_jsonl", "score_arith", "score_mc", "text_documents", "apply_limit",
 ]
