@@ -18,6 +18,10 @@
 #                on the validation problems (arithmetic drawn with seed 1), constraint: MC may not drop
 #   scaling_test     the best scalar of each search and s=1.1 on the test problems (arithmetic seed 0,
 #                GSM8K test CoT first 30, MC), seeds 0,1,2
+#   paired       per-example records for paired intervals (issue 16): top_k $PAIRED_TOPK (0.05,0.15) x
+#                {mathneuro, random, wanda} (RACE filter) + {mathneuro, random} (MMLU filter), seeds $PAIRED_SEEDS
+#                (0,1,2), the grid's probes with eval.log_samples=true, in $DTYPE (float32: bf16 is slow on a CPU
+#                without bf16 units); then mathneuro-report -> $RESULTS/paired (paired.csv, summary.md)
 #   report       figures and tables into experiments/results/reproduce/
 # Identification data: GSM8K train (question + worked solution), RACE-high dev, MMLU validation.
 # Evaluation never reads those files.
@@ -75,6 +79,12 @@ case $stage in
       run "${race[@]}" "${scale_test[@]}" intervention=scale num_samples="$N" method=$m \
           intervention.scalar="$best",1.1 seed=0,1,2 hydra.sweep.dir="$root/scaling_test/$m" "$@"
     done ;;
+  paired)
+    paired=(eval.log_samples=true model.dtype="${DTYPE:-float32}" num_samples="$N" seed="${PAIRED_SEEDS:-0,1,2}"
+            top_k="${PAIRED_TOPK:-0.05,0.15}")
+    run "${race[@]}" "${probes[@]}" "${paired[@]}" method=mathneuro,random,wanda hydra.sweep.dir="$root/paired/race" "$@"
+    run "${mmlu[@]}" "${probes[@]}" "${paired[@]}" method=mathneuro,random hydra.sweep.dir="$root/paired/mmlu" "$@"
+    "$py" -m mathneuro.report_cli "$root/paired" --out "${RESULTS:-experiments/results/reproduce}/paired" ;;
   report)
     "$py" experiments/summarise_reproduce.py "$root" "${RESULTS:-experiments/results/reproduce}" ;;
   *) echo "unknown stage: $stage" >&2; exit 2 ;;
