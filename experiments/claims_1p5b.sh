@@ -15,6 +15,11 @@
 #                   $SEARCH, on a validation draw: arithmetic drawn with seed 1 + the MC probe (constraint)
 #   scaling_test    s = 1.1 and mathneuro's best s (and random's, if searched) for mathneuro and random
 #                   (same counts) at seeds $SEEDS: arithmetic (seed 0), GSM8K test ($GSM8K), MMLU test
+#   data_efficiency selections (mathneuro, top_k 0.15, RACE filter) from N in $DE_N (1,10,$N), seeds $SEEDS, not
+#                   evaluated: the overlap of two draws' M and math top-K sets (the N = $N draws reuse prune's
+#                   cached statistics)
+#   all             prune, scaling_search, scaling_test, data_efficiency, bf16, report, one after the other
+#                   (several processes may run it at once: they share the points, none is run twice)
 #   bf16            experiments/bf16_accumulation.py on this model ($BF16_N + $BF16_N samples, $BF16_LEN tokens)
 #   report          mathneuro-report of every stage folder (points.csv, summary.md, paired.csv, figures)
 #                   into $RESULTS/<stage>/
@@ -24,18 +29,18 @@
 #   N (100) SEEDS (0,1) TOPK (0.15; 0.15,0.05 adds 5 %) MAXLEN (512) GSM8K (100) RACE (20) MMLU (5) ARITH (100)
 #   DIGITS (2) TRIALS (8) SEARCH (mathneuro; "mathneuro random" searches random too) BF16_N (96) BF16_LEN (128)
 #   CACHE (cache_dir; default mathneuro's). Threads: OMP_NUM_THREADS as usual. CHECK_ONLY=1: validate the
-#   stage's points and stop. GSM8K=0 drops GSM8K from prune (arithmetic only: cheaper, but no paired math rows).
+#   stage's points and stop. PRUNE_GSM8K=0 (or GSM8K=0) drops GSM8K from prune: arithmetic only, 2.5x cheaper;
+#   the arithmetic probe writes per-example records too, so its rows are paired like GSM8K's.
 # Missing model or data, an unknown task name or a limit for a task not evaluated stops a stage before
 # anything runs (experiments/check_points.py composes and validates every point first).
-# GSM8K runs as lm-eval's gsm8k_cot (what the gsm8k_gen probe wraps, with the same prefix cache) because
-# harness tasks write per-example records and probes do not: arithmetic and the MC probe are reported,
-# but not paired.
+# GSM8K runs as lm-eval's gsm8k_cot (what the gsm8k_gen probe wraps, with the same prefix cache). Every
+# task evaluated here writes per-example records (the arithmetic and MC probes too), so all are paired.
 # The model: bash ../shared/models/fetch-models.sh /root/.cache/mathneuro-models qwen2.5-coder-1.5b
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 source experiments/lib.sh
-stage=${1:?usage: claims_1p5b.sh STAGE [overrides]   (STAGE: budget prune scaling_search scaling_test bf16 report)}
+stage=${1:?usage: claims_1p5b.sh STAGE [overrides]   (STAGE: budget prune scaling_search scaling_test data_efficiency bf16 report all)}
 shift
 extra=("$@")
 
@@ -64,8 +69,9 @@ common=(model="$model" model.name_or_path="$weights" model.dtype="$DTYPE" model.
         progress=false ${CACHE:+cache_dir="$CACHE"})
 arith() { echo "eval.arith.digits=$DIGITS" 'eval.arith.operations=["+","-"]' "eval.arith.num_problems=$1" "eval.arith.seed=$2"; }
 # shellcheck disable=SC2046  # arith's words are single tokens
-gsm=(gsm8k_cot, eval.limits.gsm8k_cot="$GSM8K")  # GSM8K=0: prune without GSM8K (the issue allows arithmetic)
-[ "$GSM8K" != 0 ] || gsm=("")
+PRUNE_GSM8K=${PRUNE_GSM8K:-$GSM8K}  # 0: prune evaluated without GSM8K (the issue allows arithmetic)
+gsm=(gsm8k_cot, eval.limits.gsm8k_cot="$PRUNE_GSM8K")
+[ "$PRUNE_GSM8K" != 0 ] || gsm=("")
 test_eval=(eval=paper "eval.tasks=[arith,${gsm[0]}race,mmlu]" $(arith "$ARITH" 0) "${gsm[@]:1}"
            eval.limits.race="$RACE" eval.limits.mmlu="$MMLU")
 # shellcheck disable=SC2046
@@ -116,6 +122,9 @@ run_stage() {
       s=$(scalars) || exit 2
       sweep "${race[@]}" "${scale_test[@]}" intervention=scale top_k=0.05 num_samples="$N" \
             method=mathneuro,random intervention.scalar="$s" seed="$SEEDS" hydra.sweep.dir="$root/scaling_test" ;;
+    data_efficiency)
+      sweep "${race[@]}" eval=none save_selection=true method=mathneuro top_k=0.15 num_samples="${DE_N:-1,10,$N}" \
+            seed="$SEEDS" hydra.sweep.dir="$root/data_efficiency" ;;
     bf16)
       local out=$results/bf16_accumulation.json
       if [ "$mode" = check ]; then return; fi
@@ -127,16 +136,22 @@ run_stage() {
     report)
       if [ "$mode" = check ]; then return; fi
       local s found=0
-      for s in prune scaling_search scaling_test budget; do
+      for s in prune scaling_search scaling_test data_efficiency budget; do
         [ -d "$root/$s" ] || continue
         found=1
         "$py" -m mathneuro.report_cli "$root/$s" --out "$results/$s"
       done
       [ "$found" = 1 ] || die "nothing to report under $root" ;;
-    *) die "unknown stage: $stage (budget prune scaling_search scaling_test bf16 report)" ;;
+    *) die "unknown stage: $stage (budget prune scaling_search scaling_test data_efficiency bf16 report all)" ;;
   esac
 }
 
+if [ "$stage" = all ]; then  # each stage checked just before it runs (scaling_test needs the search's result)
+  for s in prune scaling_search scaling_test data_efficiency bf16 report; do
+    bash "$0" "$s" "${extra[@]}" || exit
+  done
+  exit 0
+fi
 mode=check run_stage
 [ -z "${CHECK_ONLY:-}" ] || { echo "$stage: every point is valid (CHECK_ONLY set: nothing run)"; exit 0; }
 mode=run run_stage

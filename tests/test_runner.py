@@ -264,3 +264,74 @@ def test_job_dirname_is_stable_readable_and_distinct():
     assert a != b and "/" not in a and a.startswith("method=wanda,top_k=0.01-")
     assert job_dirname("method=wanda,top_k=0.01") == "method=wanda,top_k=0.01"
     assert len(job_dirname(",".join(f"key{i}=value{i}" for i in range(60)))) <= 200
+
+
+def test_a_point_running_in_another_process_is_skipped_not_repeated(tiny_dir, tmp_path):
+    from mathneuro.locking import FileLock
+    from mathneuro.runner import RUNNING_LOCK
+
+    cfg = OmegaConf.to_object(compose_cfg([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none",
+                                           "logger=none", "top_k=0.5"]))
+    out = tmp_path / "point"
+    out.mkdir()
+    held = FileLock(out / RUNNING_LOCK).acquire()  # another worker holds the point
+    try:
+        res = run_point(cfg, out)
+    finally:
+        held.release()
+    assert res["skipped"] and res["running_elsewhere"]["pid"] == os.getpid()
+    assert not (out / "results.json").exists()
+
+    # a claim left by a killed worker (no heartbeat for longer than the stale limit) is taken over
+    (out / RUNNING_LOCK).write_text(json.dumps({"host": "gone", "pid": 1, "token": "dead"}))
+    old = time.time() - 3600
+    os.utime(out / RUNNING_LOCK, (old, old))
+    res = run_point(cfg, out)
+    assert not res.get("skipped") and json.loads((out / "results.json").read_text())["status"] == "complete"
+    assert not (out / RUNNING_LOCK).exists()  # released when the point is done
+
+
+def test_processes_sharing_a_cache_evaluate_the_baseline_once(tiny_dir, tmp_path):
+    import threading
+
+    from mathneuro.workbench import _hash, get_workbench
+
+    cfg = OmegaConf.to_object(compose_cfg([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=quick",
+                                           "eval.limit=2", "logger=none"]))
+    bench = get_workbench(cfg)
+    key = _hash({"model": bench.identity, "eval": cfg.eval.fingerprint()})
+    lock = bench.cache.lock(f"baseline-{key}").acquire()  # another process is evaluating the baseline
+    planted = {"math/arith/exact_match": 0.123456}  # a value no evaluation of 2 problems can give
+
+    def other_process_finishes() -> None:
+        time.sleep(1.0)
+        path = bench.cache.root / "baselines" / f"{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"metrics": planted, "model": json.loads(json.dumps(bench.identity, default=str)),
+                                    "eval": {}}))
+        lock.release()
+
+    thread = threading.Thread(target=other_process_finishes)
+    thread.start()
+    try:
+        assert bench.baseline(cfg.eval) == planted  # waited for it and read its result: not evaluated again
+    finally:
+        thread.join()
+
+
+def test_two_workers_on_one_sweep_run_every_point_once(tiny_dir, tmp_path):
+    sweep = tmp_path / "sweep"
+    args = ["-m", *base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", "logger=none",
+            "top_k=0.02,0.05,0.1,0.2", f"hydra.sweep.dir={sweep}"]
+    env = {**os.environ, "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "0"}
+    workers = [subprocess.Popen([sys.executable, "-m", "mathneuro", *args], cwd=tmp_path, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    outputs = [w.communicate(timeout=300) for w in workers]
+    assert all(w.returncode == 0 for w in workers), [err[-2000:] for _, err in outputs]
+    stdout = "".join(out for out, _ in outputs)
+    results = sorted(sweep.glob("*/results.json"))
+    assert len(results) == 4 and all(json.loads(p.read_text())["status"] == "complete" for p in results)
+    for p in results:  # each point was run by exactly one worker; the other skipped it
+        assert stdout.count(f"results: {p}") == 1
+    assert stdout.count("already complete, skipped") + stdout.count("), skipped") == 4
+    assert not list(sweep.glob("*/.running.lock"))

@@ -126,7 +126,10 @@ def _task(cfg: DictConfig) -> float:
     except BaseException as exc:
         _TASK_ERRORS.append(exc)
         raise
-    if results.get("skipped"):
+    if results.get("running_elsewhere") is not None:
+        holder = results["running_elsewhere"]
+        print(f"{output_dir}: running in another process (host {holder.get('host')}, pid {holder.get('pid')}), skipped")
+    elif results.get("skipped"):
         print(f"{output_dir}: already complete, skipped")
     else:
         print(format_table(results))

@@ -4,7 +4,8 @@ load model → samples (task, filter) → statistics (cached) → selection → 
 evaluation → record → undo.
 
 The loaded model and what points reuse live in :mod:`mathneuro.workbench`; :func:`run_point`
-is what the Hydra CLI calls for every point.
+is what the Hydra CLI calls for every point. A point being run holds ``<run dir>/.running.lock``:
+a second process given the same point (two workers on one sweep) skips it instead of repeating it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from mathneuro.config import Config, ConfigError, validate
 from mathneuro.evaluation.samples import SAMPLES_DIR, samples_summary, write_samples
 from mathneuro.export import export_edited_model
 from mathneuro.intervention import apply_intervention
+from mathneuro.locking import FileLock, LockTimeout
 from mathneuro.method_registry import resolve_method
 from mathneuro.preflight import check_model_source, check_top_k, check_writable_dir, refuse_empty_selection
 from mathneuro.recording import (
@@ -39,6 +41,8 @@ from mathneuro.targets import (
 from mathneuro.workbench import Samples, Workbench, _plain, get_workbench, prepare_samples  # noqa: F401
 
 log = logging.getLogger("mathneuro")
+RUNNING_LOCK = ".running.lock"  # in a run dir while a process runs that point
+RUNNING_STALE_AFTER = 300.0  # seconds without a heartbeat after which a killed runner's claim is taken over
 
 
 def _versions() -> dict[str, str]:
@@ -149,6 +153,27 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
             return done
     check_writable_dir(output_dir, "hydra.run.dir")
     check_writable_dir(cfg.cache_dir, "cache_dir")
+    claim = FileLock(output_dir / RUNNING_LOCK, stale_after=RUNNING_STALE_AFTER)
+    try:
+        claim.acquire(timeout=0)
+    except LockTimeout:  # another process (a second worker on the same sweep) is running this point
+        holder = claim.holder() or {}
+        log.warning("%s: running in another process (host %s, pid %s); skipping this point",
+                    output_dir, holder.get("host"), holder.get("pid"))
+        return {"skipped": True, "running_elsewhere": holder, "objective": None}
+    try:
+        if cfg.resume and claim.waited:  # it held the point until just now: it may have finished it
+            done = read_complete_results(output_dir)
+            if done is not None and not stale_reason(done, cfg):
+                return {**done, "skipped": True}
+        return _run_claimed_point(cfg, spec, config_dict, output_dir, group, tags, t_start)
+    finally:
+        claim.release()
+
+
+def _run_claimed_point(cfg: Config, spec: Any, config_dict: dict, output_dir: Path, group: str | None,
+                       tags: list[str] | None, t_start: float) -> dict:
+    """The body of :func:`run_point`, run while this process holds the point's claim."""
     timings: dict[str, float] = {}
     memory: dict[str, dict[str, float]] = {}
 

@@ -8,6 +8,7 @@ renders a dataset's texts.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -135,25 +136,39 @@ class Workbench:
         """Metrics of the unedited model, computed once per model and eval config (memory, then disk).
 
         With ``eval_cfg.log_samples`` and a ``samples_dir``, its per-example records are written there
-        once too (the baseline is evaluated again only if they are missing).
+        once too (the baseline is evaluated again only if they are missing). Processes sharing the
+        cache evaluate it once: the one evaluating holds ``<cache>/locks/baseline-<key>.lock``, the
+        others wait for it and read its result.
         """
         key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
-        need_samples = bool(eval_cfg.log_samples and samples_dir is not None
-                            and not (samples_dir / SAMPLES_COMPLETE).exists())
-        if key in self.baselines and not need_samples:
+
+        def need_samples() -> bool:
+            return bool(eval_cfg.log_samples and samples_dir is not None
+                        and not (samples_dir / SAMPLES_COMPLETE).exists())
+
+        if key in self.baselines and not need_samples():
             return self.baselines[key]
         path = self.cache.root / "baselines" / f"{key}.json" if self.cache.root else None
-        if path is not None and path.exists() and not need_samples:
-            metrics = _read_baseline(path, self.identity)
-        else:
-            metrics = None
+
+        def stored() -> dict[str, float] | None:
+            if path is None or not path.exists() or need_samples():
+                return None
+            return _read_baseline(path, self.identity)
+
+        metrics = stored()
         if metrics is None:
-            evaluator = self.evaluator(eval_cfg)
-            metrics = evaluator.evaluate()
-            if need_samples:
-                write_samples(samples_dir, evaluator.last_samples, evaluator.last_sample_kinds)
-            if path is not None:
-                write_json_atomic(path, {"metrics": metrics, "model": self.identity, "eval": _plain(eval_cfg)})
+            lock = self.cache.lock(f"baseline-{key}")
+            with lock if lock is not None else contextlib.nullcontext():
+                if lock is not None and lock.waited:  # another process has probably just evaluated it
+                    metrics = stored()
+                if metrics is None:
+                    evaluator = self.evaluator(eval_cfg)
+                    metrics = evaluator.evaluate()
+                    if need_samples():
+                        write_samples(samples_dir, evaluator.last_samples, evaluator.last_sample_kinds)
+                    if path is not None:
+                        write_json_atomic(path, {"metrics": metrics, "model": self.identity,
+                                                 "eval": _plain(eval_cfg)})
         self.baselines[key] = metrics
         return metrics
 
