@@ -1,4 +1,7 @@
-"""Benchmark: a generation task through plain lm-eval ``HFLM`` and through ``PrefixCacheHFLM``, side by side.
+"""Benchmark: an lm-eval task through plain lm-eval ``HFLM`` and through ``PrefixCacheHFLM``, side by side.
+
+A generation task (``gsm8k_cot``: the shared few-shot prefix) or a multiple-choice one (``race``: the
+article shared by a question's choices; per question the choices' log-likelihoods are compared).
 
 Runs the same lm-eval task (default: ``gsm8k_cot``'s local twin, 8-shot chain of thought, from
 ``--data-dir``) on the same in-memory model twice in one process, ``eval.prefix_cache`` off and
@@ -27,7 +30,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default=str(DEFAULT_MODEL), help="a .gguf file, a folder holding one, or a model folder")
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
-    p.add_argument("--task", default="gsm8k_cot", help="a generation task of mathneuro's task table")
+    p.add_argument("--task", default="gsm8k_cot", help="a task of mathneuro's task table (generation or multiple choice)")
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--batch-size", type=int, default=8)
@@ -75,6 +78,11 @@ def run_path(model, tok, args: argparse.Namespace, prefix_cache: bool) -> dict:
     answers: dict[str, dict[int, str]] = {}
     for sample in results["samples"][name]:
         doc_id = int(sample["doc_id"])
+        choices = _loglikelihoods(sample["filtered_resps"])
+        if choices is not None:  # a multiple-choice task: the choices' log-likelihoods and the one picked
+            texts[doc_id] = choices
+            answers.setdefault(f"argmax ({sample['filter']})", {})[doc_id] = str(choices.index(max(choices)))
+            continue
         texts[doc_id] = sample["resps"][0][0]
         answers.setdefault(sample["filter"], {})[doc_id] = str(sample["filtered_resps"][0])
     stats = getattr(lm, "prefix_stats", None)
@@ -84,12 +92,30 @@ def run_path(model, tok, args: argparse.Namespace, prefix_cache: bool) -> dict:
             "prefix_stats": vars(stats) if stats is not None else None}
 
 
+def _loglikelihoods(filtered: object) -> list[float] | None:
+    """A multiple-choice sample's per-choice log-likelihoods (lm-eval's ``(ll, is_greedy)`` pairs), else None."""
+    if isinstance(filtered, (list, tuple)) and filtered and all(
+            isinstance(r, (list, tuple)) and len(r) == 2 and isinstance(r[0], float) for r in filtered):
+        return [float(r[0]) for r in filtered]
+    return None
+
+
 def compare(runs: dict[str, dict]) -> dict:
-    """Same text / same extracted answer per question, between the plain and the prefix-cache path."""
+    """Same text (for multiple choice: log-likelihoods within 1e-3) / same answer per question, plain vs prefix."""
     a, b = runs["plain"], runs["prefix"]
     ids = sorted(a["texts"])
-    out = {"questions": len(ids), "same_text": sum(a["texts"][i] == b["texts"][i] for i in ids),
-           "text_differs": [i for i in ids if a["texts"][i] != b["texts"][i]], "same_answer": {}}
+
+    def same(x, y) -> bool:
+        if isinstance(x, list):
+            return len(x) == len(y) and all(abs(u - v) <= 1e-3 * max(1.0, abs(u)) for u, v in zip(x, y, strict=True))
+        return x == y
+
+    out = {"questions": len(ids), "same_text": sum(same(a["texts"][i], b["texts"][i]) for i in ids),
+           "text_differs": [i for i in ids if not same(a["texts"][i], b["texts"][i])], "same_answer": {}}
+    lls = [(u, v) for i in ids if isinstance(a["texts"][i], list) for u, v in zip(a["texts"][i], b["texts"][i],
+                                                                                  strict=True)]
+    if lls:
+        out["max_loglikelihood_diff"] = max(abs(u - v) for u, v in lls)
     for filt, plain_answers in a["answers"].items():
         same = [i for i in ids if plain_answers[i] == b["answers"][filt][i]]
         out["same_answer"][filt] = len(same)
@@ -132,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path:<8} {r['seconds']:>8.1f} {r['seconds'] / n:>11.2f} {r['cpu_seconds']:>8.1f}  {metrics}")
         print(f"speed-up {summary['speedup']:.2f}x (CPU time {summary['cpu_speedup']:.2f}x); same generated text {summary['same_text']}/{n}; same answer: "
               + ", ".join(f"{f} {k}/{n}" for f, k in summary["same_answer"].items()))
+        if "max_loglikelihood_diff" in summary:
+            print(f"largest difference of a choice's log-likelihood: {summary['max_loglikelihood_diff']:.2e}")
         if summary["text_differs"]:
             print(f"texts differ for doc ids {summary['text_differs']}")
     if args.out:

@@ -117,3 +117,62 @@ def test_gsm8k_cot_scores_equal_with_and_without_prefix_cache(data_dir):
         if flag:
             assert harness.lm.prefix_stats.cached_batches == 1
     assert results[True] == results[False]
+
+
+# ------------------------------------------------------------------------------- log-likelihood
+ARTICLE = ("The library opened in 1901 with four rooms and two thousand books. Its first keeper, "
+           "Mary Hale, lent books to farmers who came to town on market days.\n\nQuestion: Who was the first keeper?\n")
+CHOICES = [" Mary Hale", " A farmer who came on market days", " Nobody", " The town council of 1901, after a vote"]
+
+
+def _ll_requests(lm, pairs: list[tuple[str, str]]) -> list:
+    """lm-eval's encoded requests ``((context, continuation), context_enc, continuation_enc)``."""
+    out = []
+    for context, continuation in pairs:
+        context_enc, continuation_enc = lm._encode_pair(context, continuation)
+        out.append(((context, continuation), context_enc, continuation_enc))
+    return out
+
+
+def test_choices_sharing_a_context_score_as_plain_hflm(pair):
+    plain, fast = pair
+    pairs = ([(ARTICLE + "Answer:", c) for c in CHOICES]                   # one context, four choices
+             + [(ARTICLE + "Which year?\nAnswer:", c) for c in (" 1901", " 1902 or later")]
+             + [("Q: lone context\nA:", " yes it is")]                      # shared by no other request
+             + [(ARTICLE + "Single:", c) for c in ("A", "B")])              # one-token choices: lm-eval's own cache
+    requests = _ll_requests(plain, pairs)
+    assert [len(r[2]) for r in requests[-2:]] == [1, 1]
+    expected = plain._loglikelihood_tokens(requests, disable_tqdm=True)
+    got = fast._loglikelihood_tokens(requests, disable_tqdm=True)
+    assert [g for _, g in got] == [g for _, g in expected]
+    assert [v for v, _ in got] == pytest.approx([v for v, _ in expected], rel=1e-4, abs=1e-4)
+    stats = fast.prefix_stats
+    assert stats.shared_contexts == 2  # the two multi-token groups; the rest went through lm-eval
+    context = len(requests[0][1])
+    assert stats.context_tokens_skipped >= 3 * context
+
+
+def test_a_context_that_would_be_truncated_takes_the_plain_path():
+    model, tok = tiny_model("llama")
+    plain = HFLM(pretrained=model, tokenizer=tok, batch_size=4, max_length=48)
+    fast = PrefixCacheHFLM(pretrained=model, tokenizer=tok, batch_size=4, max_length=48, min_prefix_tokens=8)
+    requests = _ll_requests(plain, [(ARTICLE + "Answer:", c) for c in CHOICES])
+    assert len(requests[0][1]) > 48  # lm-eval cuts the context from the left
+    expected = plain._loglikelihood_tokens(requests, disable_tqdm=True)
+    got = fast._loglikelihood_tokens(requests, disable_tqdm=True)
+    assert got == expected and fast.prefix_stats.shared_contexts == 0
+
+
+def test_race_scores_equal_with_and_without_prefix_cache(data_dir):
+    model, tok = tiny_model("qwen2")
+    results, raw = {}, {}
+    for flag in (True, False):
+        cfg = EvalConfig(name="t", tasks=["race"], data_dir=str(data_dir), limit=2, batch_size=4, bootstrap_iters=0,
+                         prefix_cache=flag, log_samples=True)
+        harness = Harness(model, tok, cfg, data_dir)
+        run = harness.run("race")
+        results[flag], raw[flag] = run.metrics, run.samples["race"]
+        if flag:
+            assert harness.lm.prefix_stats.shared_contexts == 2  # one per article: its choices share it
+    assert results[True] == results[False]
+    assert [r["acc"] for r in raw[True]] == [r["acc"] for r in raw[False]]

@@ -80,7 +80,7 @@ class EvalConfig:
     baseline: bool = True  # also evaluate the unedited model (the runner caches it per model + eval config)
     bootstrap_iters: int = 1000  # lm-eval stderr: closed form for means; bootstrap for perplexities; 0: none
     max_gen_toks: Optional[int] = None  # cap on generated tokens for lm-eval generation tasks
-    prefix_cache: bool = True  # generation tasks: the prompt prefix shared by a batch is computed once (false: plain HFLM)
+    prefix_cache: bool = True  # a prompt shared by requests is computed once: few-shot prefix, multiple-choice context (false: plain HFLM)
     max_length: Optional[int] = None  # HFLM context length (None: from the model config)
     softmax_dtype: Optional[str] = "float32"  # HFLM log-softmax dtype; null: the model's (bf16 rounds log-probs)
     apply_chat_template: bool = False

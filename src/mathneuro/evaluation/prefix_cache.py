@@ -1,4 +1,8 @@
-"""``PrefixCacheHFLM``: lm-eval's ``HFLM`` whose ``generate_until`` computes a shared prompt prefix once.
+"""``PrefixCacheHFLM``: lm-eval's ``HFLM`` that computes a prompt shared by several requests once.
+
+Generation (``generate_until``) shares the few-shot prefix of a batch; log-likelihood
+(``_loglikelihood_tokens``) shares the context of a multiple-choice question among its choices
+(see :meth:`PrefixCacheHFLM._loglikelihood_tokens`).
 
 Every request of a few-shot generation task starts with the same exemplars (about 800 of the
 ~900 prompt tokens of ``gsm8k_cot``). Plain ``HFLM`` runs them again for every request. Here each
@@ -41,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from lm_eval.models.huggingface import HFLM
 
 from mathneuro.evaluation.generation import cache_kwarg, returned_cache
@@ -88,6 +93,8 @@ class PrefixStats:
     prefix_computations: int = 0  # prefix forward passes (once per distinct prefix, not per batch)
     prefix_tokens_skipped: int = 0  # prompt tokens not recomputed: sum over cached batches of (rows - 1) * P
     greedy_batches: int = 0  # cached batches decoded by the row-dropping greedy loop (others: model.generate)
+    shared_contexts: int = 0  # log-likelihood: contexts run once for all of their (multi-token) continuations
+    context_tokens_skipped: int = 0  # log-likelihood: context tokens not recomputed, sum of (requests - 1) * C
 
 
 class PrefixCacheHFLM(HFLM):
@@ -118,6 +125,88 @@ class PrefixCacheHFLM(HFLM):
         finally:
             self._drop_prefix()
 
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
+        """lm-eval's ``_loglikelihood_tokens``, except that requests sharing one context (the choices of a
+        multiple-choice question, e.g. RACE's ~1,000-token article) run the context once.
+
+        Per shared context: one forward pass over it (batch of one), then every continuation but its
+        last token in one batch that continues from the context's cache, expanded to the choices
+        (right-padded; positions continue from the context). The log-probabilities and greedy flags
+        are lm-eval's up to floating-point rounding. Requests whose context is shared by no other,
+        shorter than ``min_prefix_tokens``, or whose context + continuation would be truncated,
+        and groups whose continuations are all one token (lm-eval's own logits cache serves those),
+        take lm-eval's path.
+        """
+        self.prefix_stats = PrefixStats()
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for index, (_, context_enc, _) in enumerate(requests):
+            groups.setdefault(tuple(context_enc), []).append(index)
+        shared = {}
+        for context, members in groups.items():
+            if (len(members) < 2 or len(context) < self.min_prefix_tokens
+                    or all(len(requests[i][2]) == 1 for i in members)
+                    or any(len(context) + len(requests[i][2]) > self.max_length + 1 for i in members)):
+                continue
+            shared[context] = members
+        longest = max((len(c) + len(requests[i][2]) for c, m in shared.items() for i in m), default=0)
+        if not shared or self._model_reason(longest) is not None:
+            return super()._loglikelihood_tokens(requests, disable_tqdm=disable_tqdm, override_bs=override_bs)
+        answers: list[tuple[float, bool] | None] = [None] * len(requests)
+        for context, members in shared.items():
+            scored = self._score_shared_context(list(context), [requests[i][2] for i in members])
+            if scored is None:  # the model gave no expandable cache: lm-eval's path for everything
+                return super()._loglikelihood_tokens(requests, disable_tqdm=disable_tqdm, override_bs=override_bs)
+            for i, answer in zip(members, scored, strict=True):
+                answers[i] = answer
+                if requests[i][0] is not None:
+                    self.cache_hook.add_partial("loglikelihood", requests[i][0], answer)
+            self.prefix_stats.shared_contexts += 1
+            self.prefix_stats.context_tokens_skipped += (len(members) - 1) * len(context)
+        rest = [i for i, answer in enumerate(answers) if answer is None]
+        if rest:
+            plain = super()._loglikelihood_tokens([requests[i] for i in rest], disable_tqdm=disable_tqdm,
+                                                  override_bs=override_bs)
+            for i, answer in zip(rest, plain, strict=True):
+                answers[i] = answer
+        return answers
+
+    @torch.no_grad()
+    def _score_shared_context(self, context: list[int], continuations: list[list[int]]
+                              ) -> list[tuple[float, bool]] | None:
+        """``(log-probability, is greedy)`` of each continuation after ``context``; None without a usable cache."""
+        device = self.device
+        ids = torch.tensor([context], dtype=torch.long, device=device)
+        with self._autocast():
+            out = self.model(input_ids=ids, use_cache=True, **_last_logit_only(self.model, ids.shape[1]))
+        cache = returned_cache(out)
+        if cache is None or not hasattr(cache, "batch_repeat_interleave"):
+            self._mark_unsupported(f"the model returned no expandable cache ({type(cache).__name__})")
+            return None
+        first = F.log_softmax(out.logits[:, -1:, :], dim=-1, dtype=self.softmax_dtype)  # [1, 1, V]
+        n, c = len(continuations), len(context)
+        width = max(len(t) for t in continuations) - 1
+        rest = None
+        if width > 0:
+            cache.batch_repeat_interleave(n)
+            tail = torch.full((n, width), self._pad_id(), dtype=torch.long, device=device)
+            mask = torch.zeros((n, c + width), dtype=torch.long, device=device)
+            mask[:, :c] = 1
+            for row, cont in enumerate(continuations):
+                tail[row, : len(cont) - 1] = torch.tensor(cont[:-1], dtype=torch.long, device=device)
+                mask[row, c: c + len(cont) - 1] = 1
+            positions = torch.arange(c, c + width, device=device).expand(n, width)
+            with self._autocast():
+                logits = self.model(input_ids=tail, attention_mask=mask, position_ids=positions,
+                                    **{cache_kwarg(self.model): cache}, use_cache=False).logits
+            rest = F.log_softmax(logits, dim=-1, dtype=self.softmax_dtype)  # [n, width, V]
+        answers = []
+        for row, cont in enumerate(continuations):
+            logp = first[0] if len(cont) == 1 else torch.cat([first[0], rest[row, : len(cont) - 1]], dim=0)
+            target = torch.tensor(cont, dtype=torch.long, device=logp.device)
+            greedy = bool((logp.argmax(dim=-1) == target).all())
+            answers.append((float(logp.gather(1, target[:, None]).sum()), greedy))
+        return answers
+
     def _drop_prefix(self) -> None:
         self._prefix_ids, self._prefix_cache = None, None
 
@@ -139,6 +228,12 @@ class PrefixCacheHFLM(HFLM):
             return "seq2seq"
         if mask is None or context.shape[0] < 1:
             return "no attention mask"
+        return self._model_reason(max_length)
+
+    def _model_reason(self, max_length: int) -> str | None:
+        """Why this model cannot continue from a cache over sequences of ``max_length`` tokens (None: it can)."""
+        if self.backend != "causal":
+            return "seq2seq"
         if self._unsupported is not None:
             return self._unsupported
         config = self.model.config
