@@ -21,7 +21,8 @@
 #   paired       per-example records for paired intervals (issue 16): top_k $PAIRED_TOPK (0.05,0.15) x
 #                {mathneuro, random, wanda} (RACE filter) + {mathneuro, random} (MMLU filter), seeds $PAIRED_SEEDS
 #                (0,1,2), the grid's probes with eval.log_samples=true, in $DTYPE (float32: bf16 is slow on a CPU
-#                without bf16 units); then mathneuro-report -> $RESULTS/paired (paired.csv, summary.md)
+#                without bf16 units); and scaling M by s = 1.1 at top_k 5 % (mathneuro, random) on the scaling
+#                test problems (arithmetic seed 0, 100) and MC; then mathneuro-report -> $RESULTS/paired
 #   report       figures and tables into experiments/results/reproduce/
 # Identification data: GSM8K train (question + worked solution), RACE-high dev, MMLU validation.
 # Evaluation never reads those files.
@@ -80,10 +81,14 @@ case $stage in
           intervention.scalar="$best",1.1 seed=0,1,2 hydra.sweep.dir="$root/scaling_test/$m" "$@"
     done ;;
   paired)
-    paired=(eval.log_samples=true model.dtype="${DTYPE:-float32}" num_samples="$N" seed="${PAIRED_SEEDS:-0,1,2}"
-            top_k="${PAIRED_TOPK:-0.05,0.15}")
-    run "${race[@]}" "${probes[@]}" "${paired[@]}" method=mathneuro,random,wanda hydra.sweep.dir="$root/paired/race" "$@"
-    run "${mmlu[@]}" "${probes[@]}" "${paired[@]}" method=mathneuro,random hydra.sweep.dir="$root/paired/mmlu" "$@"
+    paired=(eval.log_samples=true model.dtype="${DTYPE:-float32}" num_samples="$N" seed="${PAIRED_SEEDS:-0,1,2}")
+    topk=top_k="${PAIRED_TOPK:-0.05,0.15}"
+    run "${race[@]}" "${probes[@]}" "${paired[@]}" "$topk" method=mathneuro,random,wanda \
+        hydra.sweep.dir="$root/paired/race" "$@"
+    run "${mmlu[@]}" "${probes[@]}" "${paired[@]}" "$topk" method=mathneuro,random hydra.sweep.dir="$root/paired/mmlu" "$@"
+    run "${race[@]}" eval=probes 'eval.tasks=[arith,mc]' eval.arith.digits="${DIGITS:-2}" eval.arith.num_problems=100 \
+        eval.arith.seed=0 "${paired[@]}" top_k=0.05 intervention=scale intervention.scalar=1.1 method=mathneuro,random \
+        hydra.sweep.dir="$root/paired/scale" "$@"
     "$py" -m mathneuro.report_cli "$root/paired" --out "${RESULTS:-experiments/results/reproduce}/paired" ;;
   report)
     "$py" experiments/summarise_reproduce.py "$root" "${RESULTS:-experiments/results/reproduce}" ;;
