@@ -57,6 +57,19 @@ def cache_kwarg(model: torch.nn.Module) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
+def last_logit_only(model: torch.nn.Module, length: int) -> dict:
+    """``logits_to_keep`` for the last position (an index tensor: an int slices a non-contiguous view that makes
+    the LM head slow on CPU in bf16), or nothing if the model does not take it."""
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return {}
+    if "logits_to_keep" not in params:
+        return {}
+    device = model.get_input_embeddings().weight.device
+    return {"logits_to_keep": torch.arange(length - 1, length, device=device)}
+
+
 def returned_cache(out):
     """The KV cache a forward pass returned, whatever the transformers version calls it."""
     cache = getattr(out, "cache", None)

@@ -38,17 +38,16 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import inspect
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from lm_eval.models.huggingface import HFLM
 
-from mathneuro.evaluation.generation import cache_kwarg, returned_cache
+from mathneuro.evaluation.generation import cache_kwarg, last_logit_only, returned_cache
+from mathneuro.evaluation.shared_context import score_shared_context, shared_context_groups
 
 log = logging.getLogger(__name__)
 
@@ -138,22 +137,17 @@ class PrefixCacheHFLM(HFLM):
         take lm-eval's path.
         """
         self.prefix_stats = PrefixStats()
-        groups: dict[tuple[int, ...], list[int]] = {}
-        for index, (_, context_enc, _) in enumerate(requests):
-            groups.setdefault(tuple(context_enc), []).append(index)
-        shared = {}
-        for context, members in groups.items():
-            if (len(members) < 2 or len(context) < self.min_prefix_tokens
-                    or all(len(requests[i][2]) == 1 for i in members)
-                    or any(len(context) + len(requests[i][2]) > self.max_length + 1 for i in members)):
-                continue
-            shared[context] = members
+        shared = shared_context_groups(requests, self.min_prefix_tokens, self.max_length)
         longest = max((len(c) + len(requests[i][2]) for c, m in shared.items() for i in m), default=0)
         if not shared or self._model_reason(longest) is not None:
             return super()._loglikelihood_tokens(requests, disable_tqdm=disable_tqdm, override_bs=override_bs)
         answers: list[tuple[float, bool] | None] = [None] * len(requests)
         for context, members in shared.items():
-            scored = self._score_shared_context(list(context), [requests[i][2] for i in members])
+            scored = score_shared_context(self.model, list(context), [requests[i][2] for i in members],
+                                          pad_id=self._pad_id(), softmax_dtype=self.softmax_dtype,
+                                          autocast=self._autocast)
+            if scored is None:
+                self._mark_unsupported("the model returned no expandable cache")
             if scored is None:  # the model gave no expandable cache: lm-eval's path for everything
                 return super()._loglikelihood_tokens(requests, disable_tqdm=disable_tqdm, override_bs=override_bs)
             for i, answer in zip(members, scored, strict=True):
@@ -168,43 +162,6 @@ class PrefixCacheHFLM(HFLM):
                                                   override_bs=override_bs)
             for i, answer in zip(rest, plain, strict=True):
                 answers[i] = answer
-        return answers
-
-    @torch.no_grad()
-    def _score_shared_context(self, context: list[int], continuations: list[list[int]]
-                              ) -> list[tuple[float, bool]] | None:
-        """``(log-probability, is greedy)`` of each continuation after ``context``; None without a usable cache."""
-        device = self.device
-        ids = torch.tensor([context], dtype=torch.long, device=device)
-        with self._autocast():
-            out = self.model(input_ids=ids, use_cache=True, **_last_logit_only(self.model, ids.shape[1]))
-        cache = returned_cache(out)
-        if cache is None or not hasattr(cache, "batch_repeat_interleave"):
-            self._mark_unsupported(f"the model returned no expandable cache ({type(cache).__name__})")
-            return None
-        first = F.log_softmax(out.logits[:, -1:, :], dim=-1, dtype=self.softmax_dtype)  # [1, 1, V]
-        n, c = len(continuations), len(context)
-        width = max(len(t) for t in continuations) - 1
-        rest = None
-        if width > 0:
-            cache.batch_repeat_interleave(n)
-            tail = torch.full((n, width), self._pad_id(), dtype=torch.long, device=device)
-            mask = torch.zeros((n, c + width), dtype=torch.long, device=device)
-            mask[:, :c] = 1
-            for row, cont in enumerate(continuations):
-                tail[row, : len(cont) - 1] = torch.tensor(cont[:-1], dtype=torch.long, device=device)
-                mask[row, c: c + len(cont) - 1] = 1
-            positions = torch.arange(c, c + width, device=device).expand(n, width)
-            with self._autocast():
-                logits = self.model(input_ids=tail, attention_mask=mask, position_ids=positions,
-                                    **{cache_kwarg(self.model): cache}, use_cache=False).logits
-            rest = F.log_softmax(logits, dim=-1, dtype=self.softmax_dtype)  # [n, width, V]
-        answers = []
-        for row, cont in enumerate(continuations):
-            logp = first[0] if len(cont) == 1 else torch.cat([first[0], rest[row, : len(cont) - 1]], dim=0)
-            target = torch.tensor(cont, dtype=torch.long, device=logp.device)
-            greedy = bool((logp.argmax(dim=-1) == target).all())
-            answers.append((float(logp.gather(1, target[:, None]).sum()), greedy))
         return answers
 
     def _drop_prefix(self) -> None:
@@ -289,7 +246,7 @@ class PrefixCacheHFLM(HFLM):
                 return common, self._prefix_cache
         ids = torch.tensor([prefix], dtype=torch.long, device=self.device)
         with torch.no_grad(), self._autocast():
-            out = self.model(input_ids=ids, use_cache=True, **_last_logit_only(self.model, ids.shape[1]))
+            out = self.model(input_ids=ids, use_cache=True, **last_logit_only(self.model, ids.shape[1]))
         cache = returned_cache(out)
         if cache is None or not hasattr(cache, "batch_repeat_interleave"):
             self._mark_unsupported(f"the model returned no expandable cache ({type(cache).__name__})")
@@ -358,10 +315,10 @@ class PrefixCacheHFLM(HFLM):
         alive = list(range(n))
         generated: list[list[int]] = [[] for _ in range(n)]
         cache_arg = cache_kwarg(self.model)
-        last_only = _last_logit_only(self.model, 1)  # one new token per row after the first step
+        last_only = last_logit_only(self.model, 1)  # one new token per row after the first step
         steps = 0
         for step in range(budget):
-            keep_logits = _last_logit_only(self.model, step_ids.shape[1]) if step == 0 else last_only
+            keep_logits = last_logit_only(self.model, step_ids.shape[1]) if step == 0 else last_only
             with self._autocast():
                 result = self.model(input_ids=step_ids, attention_mask=full_mask, position_ids=step_pos,
                                     use_cache=True, **{cache_arg: cache}, **keep_logits)
@@ -421,19 +378,6 @@ def _normalise_greedy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     if kwargs.get("do_sample") is False and kwargs["temperature"] == 0.0:
         kwargs.pop("temperature")
     return kwargs
-
-
-def _last_logit_only(model: torch.nn.Module, length: int) -> dict[str, Any]:
-    """``logits_to_keep`` for the last position (an index tensor: an int slices a non-contiguous view that makes
-    the LM head slow on CPU in bf16), or nothing if the model does not take it."""
-    try:
-        params = inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return {}
-    if "logits_to_keep" not in params:
-        return {}
-    device = model.get_input_embeddings().weight.device
-    return {"logits_to_keep": torch.arange(length - 1, length, device=device)}
 
 
 __all__ = ["PrefixCacheHFLM", "PrefixStats", "shared_prefix_length"]
