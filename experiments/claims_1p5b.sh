@@ -19,7 +19,8 @@
 #                   evaluated: the overlap of two draws' M and math top-K sets (the N = $N draws reuse prune's
 #                   cached statistics)
 #   all             prune, scaling_search, scaling_test, data_efficiency, bf16, report, one after the other
-#                   (several processes may run it at once: they share the points, none is run twice)
+#                   (several processes may run it at once: they share the points, none is run twice; the
+#                   Optuna search runs in one of them while the others wait for its result)
 #   bf16            experiments/bf16_accumulation.py on this model ($BF16_N + $BF16_N samples, $BF16_LEN tokens)
 #   report          mathneuro-report of every stage folder (points.csv, summary.md, paired.csv, figures)
 #                   into $RESULTS/<stage>/
@@ -147,8 +148,13 @@ run_stage() {
 }
 
 if [ "$stage" = all ]; then  # each stage checked just before it runs (scaling_test needs the search's result)
+  mkdir -p "$root"
   for s in prune scaling_search scaling_test data_efficiency bf16 report; do
-    bash "$0" "$s" "${extra[@]}" || exit
+    if [ "$s" = scaling_search ]; then  # one Optuna study at a time: a second worker waits for its result
+      flock "$root/.scaling_search.lock" bash "$0" "$s" "${extra[@]}" || exit
+    else
+      bash "$0" "$s" "${extra[@]}" || exit
+    fi
   done
   exit 0
 fi
