@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -364,6 +365,11 @@ def test_wandb_dir_set_by_the_user_is_honoured(tmp_path, monkeypatch):
     run.summary({"x": 1.5})
     run.finish()
     (run_dir,) = (runs / "wandb").glob("offline-run-*")
+    # the run's writer (wandb-core, another process) may still be flushing its last block after
+    # finish() returns in this process: read until the summary record is there, for a bounded time
+    deadline = time.time() + 30
+    while "x" not in wandb_summary(run_dir) and time.time() < deadline:
+        time.sleep(0.2)
     assert wandb_summary(run_dir)["x"] == 1.5 and not (tmp_path / "out").exists()
 
 
