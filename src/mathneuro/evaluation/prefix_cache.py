@@ -146,9 +146,8 @@ class PrefixCacheHFLM(HFLM):
             scored = score_shared_context(self.model, list(context), [requests[i][2] for i in members],
                                           pad_id=self._pad_id(), softmax_dtype=self.softmax_dtype,
                                           autocast=self._autocast)
-            if scored is None:
-                self._mark_unsupported("the model returned no expandable cache")
             if scored is None:  # the model gave no expandable cache: lm-eval's path for everything
+                self._mark_unsupported("the model returned no expandable cache")
                 return super()._loglikelihood_tokens(requests, disable_tqdm=disable_tqdm, override_bs=override_bs)
             for i, answer in zip(members, scored, strict=True):
                 answers[i] = answer
@@ -181,8 +180,6 @@ class PrefixCacheHFLM(HFLM):
 
     # ------------------------------------------------------------------ eligibility
     def _why_not_cached(self, context: torch.Tensor, mask: torch.Tensor | None, max_length: int) -> str | None:
-        if self.backend != "causal":
-            return "seq2seq"
         if mask is None or context.shape[0] < 1:
             return "no attention mask"
         return self._model_reason(max_length)

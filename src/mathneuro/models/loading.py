@@ -109,8 +109,8 @@ def load_model(
             model, tokenizer = converted
             if torch_device.type != "cpu":
                 model = model.to(torch_device)
-        else:
-            converted = None  # a device_map load places the weights itself: re-read the folder
+        else:  # converted by another process, or a device_map load that places the weights itself
+            converted = None  # drop this process's converted copy before reading the folder again
             model, tokenizer = _load_pretrained(str(folder), torch_dtype, torch_device, device_map, None, False)
     else:
         try:
