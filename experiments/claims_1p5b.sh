@@ -7,6 +7,12 @@
 #   budget          one `random` point from 16 + 16 samples, evaluated on a sliver of the test sets
 #                   (MMLU 1 per subject, RACE 2 articles, GSM8K 8, arithmetic 20): the timings in its
 #                   results.json (load, statistics, baseline and edited evaluation) size the rest
+#   core            what fits one 3-hour session on 2 CPU cores (about 2.7 CPU-hours): the MMLU filter, draw
+#                   $CORE_SEED (0); mathneuro, random, wanda at top_k 0.15 ($METHODS, in that order), then M scaled
+#                   by 1.1 at top_k 0.05 against random scaling ($SCALE_METHODS; CORE_SCALE=0 skips it), all
+#                   evaluated on arithmetic and MMLU test only (MMLU is where the unedited 1.5B is above chance).
+#                   Two workers: start a second with METHODS=wanda,random,mathneuro so it begins with the point
+#                   that needs no filter statistics
 #   prune           top_k $TOPK: mathneuro, random, wanda, lape (RACE filter); mathneuro and random (MMLU
 #                   filter); seeds $SEEDS (bootstrap draws of N samples per set). Evaluated on test splits:
 #                   arithmetic (2-digit +/-, seed 0), GSM8K test (lm-eval gsm8k_cot, 8-shot, prefix cache, first $GSM8K),
@@ -41,7 +47,7 @@ set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 source experiments/lib.sh
-stage=${1:?usage: claims_1p5b.sh STAGE [overrides]   (STAGE: budget prune scaling_search scaling_test data_efficiency bf16 report all)}
+stage=${1:?usage: claims_1p5b.sh STAGE [overrides]   (STAGE: budget core prune scaling_search scaling_test data_efficiency bf16 report all)}
 shift
 extra=("$@")
 
@@ -75,6 +81,8 @@ gsm=(gsm8k_cot, eval.limits.gsm8k_cot="$PRUNE_GSM8K")
 [ "$PRUNE_GSM8K" != 0 ] || gsm=("")
 test_eval=(eval=paper "eval.tasks=[arith,${gsm[0]}race,mmlu]" $(arith "$ARITH" 0) "${gsm[@]:1}"
            eval.limits.race="$RACE" eval.limits.mmlu="$MMLU")
+# shellcheck disable=SC2046
+core_eval=(eval=paper 'eval.tasks=[arith,mmlu]' $(arith "$ARITH" 0) eval.limits.mmlu="$MMLU")
 # shellcheck disable=SC2046
 scale_val=(eval=probes 'eval.tasks=[arith,mc]' $(arith "$ARITH" 1))
 # shellcheck disable=SC2046
@@ -111,6 +119,12 @@ run_stage() {
             top_k="$TOPK" hydra.sweep.dir="$root/prune/race"
       sweep "${mmlu[@]}" "${test_eval[@]}" num_samples="$N" seed="$SEEDS" method=mathneuro,random \
             top_k="$TOPK" hydra.sweep.dir="$root/prune/mmlu" ;;
+    core)  # the part that fits one 3-hour session on 2 CPU cores: the MMLU filter, one draw, arithmetic + MMLU
+      sweep "${mmlu[@]}" "${core_eval[@]}" num_samples="$N" seed="${CORE_SEED:-0}" \
+            method="${METHODS:-mathneuro,random,wanda}" top_k=0.15 hydra.sweep.dir="$root/core/prune"
+      [ "${CORE_SCALE:-1}" = 0 ] || sweep "${mmlu[@]}" "${core_eval[@]}" intervention=scale intervention.scalar=1.1 \
+            top_k=0.05 num_samples="$N" seed="${CORE_SEED:-0}" method="${SCALE_METHODS:-mathneuro,random}" \
+            hydra.sweep.dir="$root/core/scale" ;;
     scaling_search)
       for m in ${SEARCH:-mathneuro}; do
         sweep "${race[@]}" "${scale_val[@]}" hparams_search=optuna_scalar num_samples="$N" seed=0 method="$m" \
@@ -137,13 +151,13 @@ run_stage() {
     report)
       if [ "$mode" = check ]; then return; fi
       local s found=0
-      for s in prune scaling_search scaling_test data_efficiency budget; do
+      for s in core prune scaling_search scaling_test data_efficiency budget; do
         [ -d "$root/$s" ] || continue
         found=1
         "$py" -m mathneuro.report_cli "$root/$s" --out "$results/$s"
       done
       [ "$found" = 1 ] || die "nothing to report under $root" ;;
-    *) die "unknown stage: $stage (budget prune scaling_search scaling_test data_efficiency bf16 report all)" ;;
+    *) die "unknown stage: $stage (budget core prune scaling_search scaling_test data_efficiency bf16 report all)" ;;
   esac
 }
 
