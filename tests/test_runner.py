@@ -291,6 +291,21 @@ def test_a_point_running_in_another_process_is_skipped_not_repeated(tiny_dir, tm
     assert not (out / RUNNING_LOCK).exists()  # released when the point is done
 
 
+def test_wanda_spends_no_forward_pass_on_the_filter_set(tiny_dir, tmp_path):
+    """Wanda scores the task set alone: with a filter configured, only the task's statistics are
+    computed (a sweep with mathneuro then computes the filter's once, for the methods that use it)."""
+    cache = tmp_path / "cache"
+    cfg = OmegaConf.to_object(compose_cfg([*base_overrides(tiny_dir, cache), "eval=none", "logger=none",
+                                           "method=wanda", "top_k=0.1"]))
+    res = run_point(cfg, tmp_path / "wanda")
+    assert res["status"] == "complete" and len(res["statistics_keys"]) == 1
+    assert len(list((cache / "statistics").glob("*.safetensors"))) == 1  # the task set's only
+    cfg.method = OmegaConf.to_object(compose_cfg(["method=mathneuro"])).method
+    res = run_point(cfg, tmp_path / "mathneuro")
+    assert len(res["statistics_keys"]) == 2  # task (from the cache) + filter
+    assert len(list((cache / "statistics").glob("*.safetensors"))) == 2
+
+
 def test_processes_sharing_a_cache_evaluate_the_baseline_once(tiny_dir, tmp_path):
     import threading
 

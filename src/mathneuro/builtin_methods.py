@@ -72,13 +72,15 @@ def mathneuro_method(inputs: MethodInputs, cfg: MathNeuroConfig) -> Selection:
                                inputs.top_k, filter_top_k=cfg.filter_top_k)
 
 
-@register_method("wanda", needs=("linear_inputs",), config=WandaConfig, topk_per_matrix=True)
+@register_method("wanda", needs=("linear_inputs",), config=WandaConfig, topk_per_matrix=True,
+                 uses_filters=False)
 def wanda_method(inputs: MethodInputs, cfg: WandaConfig) -> Selection:
     """The paper's Wanda ablation: top-K of the task score alone, per matrix."""
     return wanda_selection(inputs.weights, inputs.task["linear_inputs"], inputs.top_k)
 
 
-@register_method("wanda_row", needs=("linear_inputs",), config=WandaConfig, topk_per_matrix=True)
+@register_method("wanda_row", needs=("linear_inputs",), config=WandaConfig, topk_per_matrix=True,
+                 uses_filters=False)
 def wanda_row_method(inputs: MethodInputs, cfg: WandaConfig) -> Selection:
     """Wanda proper: |W|·sqrt(Σx²), top-K within each output row."""
     return wanda_selection(inputs.weights, inputs.task["linear_inputs"], inputs.top_k, per_row=True)

@@ -81,6 +81,7 @@ class MethodSpec:
     needs: tuple[str, ...] = ("linear_inputs",)
     config: type = LinearMethodConfig
     topk_per_matrix: bool = False  # selects floor(top_k · numel) per scored matrix (so a tiny top_k selects nothing)
+    uses_filters: bool = True  # False: the runner computes no statistics of the filter sets for it
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.needs if k not in KINDS]
@@ -103,19 +104,23 @@ for _name in ("mathneuro", "wanda", "wanda_row", "random", "lape"):
 
 
 def register_method(name: str, target: str | None = None, *, needs: Sequence[str] = ("linear_inputs",),
-                    config: type = LinearMethodConfig, topk_per_matrix: bool = False, replace: bool = False):
+                    config: type = LinearMethodConfig, topk_per_matrix: bool = False, uses_filters: bool = True,
+                    replace: bool = False):
     """Register a method under ``name``; a decorator, or with ``target="module:attr"`` a lazy entry.
 
     ``needs``: the statistics kinds (``linear_inputs``, ``lape``) the runner computes for it;
     ``config``: its config dataclass (subclass :class:`MethodConfig` / :class:`LinearMethodConfig`);
     ``topk_per_matrix``: it keeps floor(top_k · numel) weights per matrix, which lets the runner
-    refuse a top_k too small to select anything before computing statistics.
+    refuse a top_k too small to select anything before computing statistics;
+    ``uses_filters``: False for a method that scores the task set alone (Wanda), so that no forward
+    pass over the filter sets is spent on it (its ``MethodInputs.filters`` is then empty).
     """
     if target is not None:
         METHODS.register(name, target, replace=replace)
         return None
 
-    return METHODS.decorator(name, lambda fn: MethodSpec(name, fn, tuple(needs), config, topk_per_matrix),
+    return METHODS.decorator(name, lambda fn: MethodSpec(name, fn, tuple(needs), config,
+                                                          topk_per_matrix, uses_filters),
                              replace=replace)
 
 

@@ -110,7 +110,8 @@ class Workbench:
             return found
 
         task_stats = stats_of(task)
-        inputs = MethodInputs(task=task_stats, filters=[stats_of(f) for f in filters],
+        filter_stats = [stats_of(f) for f in filters] if spec.uses_filters else []  # Wanda: no filter pass
+        inputs = MethodInputs(task=task_stats, filters=filter_stats,
                               weights=weight_parameters(targets) if targets is not None else {},
                               top_k=top_k, seed=seed, model=self.model)
         selection = spec(inputs, method_cfg)
