@@ -75,6 +75,23 @@ def test_an_old_lock_is_taken_over_at_once(tmp_path):
         assert lock.took_over and time.monotonic() - t0 < 2
 
 
+def test_held_elsewhere_names_a_live_holder_only(tmp_path):
+    path = tmp_path / "x.lock"
+    mine, other = FileLock(path, stale_after=60), FileLock(path, stale_after=60)
+    assert other.held_elsewhere() is None  # nobody holds it
+    mine.acquire()
+    try:
+        assert mine.held_elsewhere() is None  # our own hold is not "elsewhere"
+        assert other.held_elsewhere()["token"] == mine.token
+    finally:
+        mine.release()
+    path.write_text(json.dumps({"host": "gone", "pid": 1, "token": "dead"}))
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    assert other.held_elsewhere() is None  # a stale lock is nobody's
+    assert path.exists()  # and asking took nothing over
+
+
 def test_timeout_names_the_holder(tmp_path):
     path = tmp_path / "k.lock"
     with FileLock(path, stale_after=60):

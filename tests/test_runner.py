@@ -334,6 +334,40 @@ def test_processes_sharing_a_cache_evaluate_the_baseline_once(tiny_dir, tmp_path
         thread.join()
 
 
+def test_a_point_evaluates_its_edit_first_while_another_process_evaluates_the_baseline(tiny_dir, tmp_path):
+    """A worker that finds the unedited model being evaluated elsewhere does not sit idle on the lock:
+    it evaluates its edit, then reads the other process's baseline."""
+    import threading
+
+    from mathneuro.workbench import _hash, get_workbench
+
+    cfg = OmegaConf.to_object(compose_cfg([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=quick",
+                                           "eval.limit=2", "logger=none", "top_k=0.2"]))
+    bench = get_workbench(cfg)
+    key = _hash({"model": bench.identity, "eval": cfg.eval.fingerprint()})
+    lock = bench.cache.lock(f"baseline-{key}").acquire()  # another process is evaluating the baseline
+    planted = {"math/arith/exact_match": 0.123456, "nonmath/mc/acc": 0.654321}
+
+    def other_process_finishes() -> None:
+        time.sleep(2.0)
+        path = bench.cache.root / "baselines" / f"{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"metrics": planted, "model": json.loads(json.dumps(bench.identity, default=str)),
+                                    "eval": {}}))
+        lock.release()
+
+    thread = threading.Thread(target=other_process_finishes)
+    thread.start()
+    try:
+        res = run_point(cfg, tmp_path / "point")
+    finally:
+        thread.join()
+    assert res["status"] == "complete" and res["baseline_metrics"] == planted  # read, not evaluated again
+    order = list(res["timings"])
+    assert order.index("evaluation") < order.index("baseline_evaluation")
+    assert {"math/arith/exact_match", "nonmath/mc/acc"} <= set(res["metrics"])  # the edit was evaluated
+
+
 def test_two_workers_on_one_sweep_run_every_point_once(tiny_dir, tmp_path):
     sweep = tmp_path / "sweep"
     args = ["-m", *base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", "logger=none",

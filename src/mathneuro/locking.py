@@ -67,6 +67,18 @@ class FileLock:
         except (OSError, ValueError):
             return None
 
+    def held_elsewhere(self) -> dict | None:
+        """The holder's ``{host, pid, time, token}`` if another holder has the lock now (its file is
+        there with a recent heartbeat), else None; acquires nothing."""
+        try:
+            mtime = self.path.stat().st_mtime
+        except FileNotFoundError:
+            return None
+        holder = self.holder()
+        if time.time() - mtime > self.stale_after or holder is None or holder.get("token") == self.token:
+            return None
+        return holder
+
     def _take_over(self) -> None:
         """Move a stale lock file aside (one waiter wins the rename), then drop it."""
         tomb = self.path.with_name(f"{self.path.name}.stale-{self.token}")

@@ -223,11 +223,18 @@ def _run_claimed_point(cfg: Config, spec: Any, config_dict: dict, output_dir: Pa
         evaluate = cfg.eval.is_enabled()
         baseline: dict[str, float] = {}
         baseline_samples = None
+        baseline_later = False  # another worker is evaluating it: evaluate the edit first, then read it
         if evaluate and cfg.baseline and cfg.eval.baseline:
-            t0 = time.perf_counter()
             baseline_samples = bench.baseline_samples_dir(cfg.eval) or output_dir / "baseline_samples"
-            baseline = bench.baseline(cfg.eval, baseline_samples)
-            stage("baseline_evaluation", t0)
+            holder = bench.baseline_running_elsewhere(cfg.eval, baseline_samples)
+            if holder is not None:
+                baseline_later = True
+                log.info("the unedited model is being evaluated by another process (host %s, pid %s): "
+                         "evaluating the edit first", holder.get("host"), holder.get("pid"))
+            else:
+                t0 = time.perf_counter()
+                baseline = bench.baseline(cfg.eval, baseline_samples)
+                stage("baseline_evaluation", t0)
         num_parameters = sum(p.numel() for p in bench.model.parameters())
         if selection.neurons:
             num_scored = sum(mlp_widths(bench.model).values())
@@ -257,6 +264,10 @@ def _run_claimed_point(cfg: Config, spec: Any, config_dict: dict, output_dir: Pa
                     write_samples(output_dir / SAMPLES_DIR, ev.last_samples, ev.last_sample_kinds)
         finally:
             handle.undo()
+        if baseline_later:
+            t0 = time.perf_counter()
+            baseline = bench.baseline(cfg.eval, baseline_samples)
+            stage("baseline_evaluation", t0)
         if cfg.save_selection:
             selection.save(output_dir / "selection.safetensors")
             if cfg.method.name == "mathneuro":  # its math top-K set too (data efficiency of both sets)

@@ -133,6 +133,19 @@ class Workbench:
         key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
         return self.cache.root / "baselines" / key / SAMPLES_DIR if self.cache.root else None
 
+    def baseline_running_elsewhere(self, eval_cfg: Any, samples_dir: Path | None = None) -> dict | None:
+        """Who is evaluating the unedited model for ``eval_cfg`` now, if another process is and its
+        result is not stored yet (else None). A caller can then evaluate its edit first instead of
+        waiting for the lock, and read the baseline afterwards."""
+        key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
+        if key in self.baselines or self.cache.root is None:
+            return None
+        if (self.cache.root / "baselines" / f"{key}.json").exists() and not (
+                eval_cfg.log_samples and samples_dir is not None and not (samples_dir / SAMPLES_COMPLETE).exists()):
+            return None
+        lock = self.cache.lock(f"baseline-{key}")
+        return lock.held_elsewhere() if lock is not None else None
+
     def baseline(self, eval_cfg: Any, samples_dir: Path | None = None) -> dict[str, float]:
         """Metrics of the unedited model, computed once per model and eval config (memory, then disk).
 
