@@ -11,8 +11,8 @@
 #                   $CORE_SEED (0); mathneuro, random, wanda at top_k 0.15 ($METHODS, in that order), then M scaled
 #                   by 1.1 at top_k 0.05 against random scaling ($SCALE_METHODS; CORE_SCALE=0 skips it), all
 #                   evaluated on arithmetic and MMLU test only (MMLU is where the unedited 1.5B is above chance).
-#                   Two workers: start a second with METHODS=wanda,random,mathneuro so it begins with the point
-#                   that needs no filter statistics
+#                   A point peaks at 13.5-15.5 GB in float32, so two workers need >= 32 GB; a second one starts
+#                   with METHODS=wanda,random,mathneuro, so it begins with the point that needs no filter statistics
 #   prune           top_k $TOPK: mathneuro, random, wanda, lape (RACE filter); mathneuro and random (MMLU
 #                   filter); seeds $SEEDS (bootstrap draws of N samples per set). Evaluated on test splits:
 #                   arithmetic (2-digit +/-, seed 0), GSM8K test (lm-eval gsm8k_cot, 8-shot, prefix cache, first $GSM8K),
