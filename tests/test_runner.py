@@ -306,8 +306,24 @@ def test_wanda_spends_no_forward_pass_on_the_filter_set(tiny_dir, tmp_path):
     assert len(list((cache / "statistics").glob("*.safetensors"))) == 2
 
 
-def test_processes_sharing_a_cache_evaluate_the_baseline_once(tiny_dir, tmp_path):
+def _finish_baseline_elsewhere(bench, key: str, lock, metrics: dict, delay: float):
+    """Another process's baseline evaluation: after ``delay`` s it stores ``metrics`` and releases ``lock``."""
     import threading
+
+    def finish() -> None:
+        time.sleep(delay)
+        path = bench.cache.root / "baselines" / f"{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"metrics": metrics, "model": json.loads(json.dumps(bench.identity, default=str)),
+                                    "eval": {}}))
+        lock.release()
+
+    thread = threading.Thread(target=finish)
+    thread.start()
+    return thread
+
+
+def test_processes_sharing_a_cache_evaluate_the_baseline_once(tiny_dir, tmp_path):
 
     from mathneuro.workbench import _hash, get_workbench
 
@@ -318,16 +334,7 @@ def test_processes_sharing_a_cache_evaluate_the_baseline_once(tiny_dir, tmp_path
     lock = bench.cache.lock(f"baseline-{key}").acquire()  # another process is evaluating the baseline
     planted = {"math/arith/exact_match": 0.123456}  # a value no evaluation of 2 problems can give
 
-    def other_process_finishes() -> None:
-        time.sleep(1.0)
-        path = bench.cache.root / "baselines" / f"{key}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"metrics": planted, "model": json.loads(json.dumps(bench.identity, default=str)),
-                                    "eval": {}}))
-        lock.release()
-
-    thread = threading.Thread(target=other_process_finishes)
-    thread.start()
+    thread = _finish_baseline_elsewhere(bench, key, lock, planted, delay=1.0)
     try:
         assert bench.baseline(cfg.eval) == planted  # waited for it and read its result: not evaluated again
     finally:
@@ -337,7 +344,6 @@ def test_processes_sharing_a_cache_evaluate_the_baseline_once(tiny_dir, tmp_path
 def test_a_point_evaluates_its_edit_first_while_another_process_evaluates_the_baseline(tiny_dir, tmp_path):
     """A worker that finds the unedited model being evaluated elsewhere does not sit idle on the lock:
     it evaluates its edit, then reads the other process's baseline."""
-    import threading
 
     from mathneuro.workbench import _hash, get_workbench
 
@@ -348,16 +354,7 @@ def test_a_point_evaluates_its_edit_first_while_another_process_evaluates_the_ba
     lock = bench.cache.lock(f"baseline-{key}").acquire()  # another process is evaluating the baseline
     planted = {"math/arith/exact_match": 0.123456, "nonmath/mc/acc": 0.654321}
 
-    def other_process_finishes() -> None:
-        time.sleep(2.0)
-        path = bench.cache.root / "baselines" / f"{key}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"metrics": planted, "model": json.loads(json.dumps(bench.identity, default=str)),
-                                    "eval": {}}))
-        lock.release()
-
-    thread = threading.Thread(target=other_process_finishes)
-    thread.start()
+    thread = _finish_baseline_elsewhere(bench, key, lock, planted, delay=2.0)
     try:
         res = run_point(cfg, tmp_path / "point")
     finally:

@@ -138,10 +138,9 @@ class Workbench:
         result is not stored yet (else None). A caller can then evaluate its edit first instead of
         waiting for the lock, and read the baseline afterwards."""
         key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
-        if key in self.baselines or self.cache.root is None:
-            return None
-        if (self.cache.root / "baselines" / f"{key}.json").exists() and not (
-                eval_cfg.log_samples and samples_dir is not None and not (samples_dir / SAMPLES_COMPLETE).exists()):
+        if self.cache.root is None or (
+                (key in self.baselines or (self.cache.root / "baselines" / f"{key}.json").exists())
+                and not _samples_missing(eval_cfg, samples_dir)):
             return None
         lock = self.cache.lock(f"baseline-{key}")
         return lock.held_elsewhere() if lock is not None else None
@@ -157,8 +156,7 @@ class Workbench:
         key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
 
         def need_samples() -> bool:
-            return bool(eval_cfg.log_samples and samples_dir is not None
-                        and not (samples_dir / SAMPLES_COMPLETE).exists())
+            return _samples_missing(eval_cfg, samples_dir)
 
         if key in self.baselines and not need_samples():
             return self.baselines[key]
@@ -185,6 +183,11 @@ class Workbench:
                                                  "eval": _plain(eval_cfg)})
         self.baselines[key] = metrics
         return metrics
+
+
+def _samples_missing(eval_cfg: Any, samples_dir: Path | None) -> bool:
+    """Whether the baseline's per-example records are asked for and not yet written whole."""
+    return bool(eval_cfg.log_samples and samples_dir is not None and not (samples_dir / SAMPLES_COMPLETE).exists())
 
 
 def _read_baseline(path: Path, identity: dict) -> dict[str, float] | None:
