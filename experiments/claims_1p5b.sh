@@ -8,11 +8,15 @@
 #                   (MMLU 1 per subject, RACE 2 articles, GSM8K 8, arithmetic 20): the timings in its
 #                   results.json (load, statistics, baseline and edited evaluation) size the rest
 #   core            what fits one 3-hour session on 2 CPU cores (about 2.7 CPU-hours): the MMLU filter, draw
-#                   $CORE_SEED (0); mathneuro, random, wanda at top_k 0.15 ($METHODS, in that order), then M scaled
-#                   by 1.1 at top_k 0.05 against random scaling ($SCALE_METHODS; CORE_SCALE=0 skips it), all
-#                   evaluated on arithmetic and MMLU test only (MMLU is where the unedited 1.5B is above chance).
-#                   A point peaks at 13.5-15.5 GB in float32, so two workers need >= 32 GB; a second one starts
-#                   with METHODS=wanda,random,mathneuro, so it begins with the point that needs no filter statistics
+#                   $CORE_SEED (0); mathneuro, random, wanda at top_k 0.15 ($METHODS, in that order), evaluated on
+#                   arithmetic and MMLU test only (MMLU is where the unedited 1.5B is above chance). A point peaks
+#                   at 13.5-15.5 GB in float32, so two workers need >= 32 GB; a second one starts with
+#                   METHODS=wanda,random,mathneuro, so it begins with the point that needs no filter statistics
+#   core_scaling    claim 3 where math has room to rise (the unedited 1.5B solves all 2-digit +/-): M scaled at
+#                   top_k 0.05 (MMLU filter, draw $CORE_SEED) against random scaling of the same counts, on 2-digit
+#                   multiplication ($CORE_OPS). First Optuna over s in [1.0, 1.5] ($TRIALS trials) on a validation
+#                   draw (100 problems drawn with seed 1, the MC probe as the constraint), then s = 1.1 and the best
+#                   s on the test draw ($CORE_ARITH problems, seed 0) + the MC probe, mathneuro and random
 #   prune           top_k $TOPK: mathneuro, random, wanda, lape (RACE filter); mathneuro and random (MMLU
 #                   filter); seeds $SEEDS (bootstrap draws of N samples per set). Evaluated on test splits:
 #                   arithmetic (2-digit +/-, seed 0), GSM8K test (lm-eval gsm8k_cot, 8-shot, prefix cache, first $GSM8K),
@@ -34,7 +38,7 @@
 #   DATA (../shared/data) ROOT (outputs/sweeps/claims_1p5b) RESULTS (experiments/results/claims_1p5b)
 #   DTYPE (float32 without CUDA: a bf16 forward is ~6x slower on a CPU without bf16 units; bfloat16 with CUDA)
 #   N (100) SEEDS (0,1) TOPK (0.15; 0.15,0.05 adds 5 %) MAXLEN (512) GSM8K (100) RACE (20) MMLU (5) ARITH (100)
-#   DIGITS (2) TRIALS (8) SEARCH (mathneuro; "mathneuro random" searches random too) BF16_N (96) BF16_LEN (128)
+#   DIGITS (2) CORE_OPS (["*"]) CORE_ARITH (200) TRIALS (8) SEARCH (mathneuro; "mathneuro random" searches random too) BF16_N (96) BF16_LEN (128)
 #   CACHE (cache_dir; default mathneuro's). Threads: OMP_NUM_THREADS as usual. CHECK_ONLY=1: validate the
 #   stage's points and stop. PRUNE_GSM8K=0 (or GSM8K=0) drops GSM8K from prune: arithmetic only, 2.5x cheaper;
 #   the arithmetic probe writes per-example records too, so its rows are paired like GSM8K's.
@@ -47,7 +51,7 @@ set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 source experiments/lib.sh
-stage=${1:?usage: claims_1p5b.sh STAGE [overrides]   (STAGE: budget core prune scaling_search scaling_test data_efficiency bf16 report all)}
+stage=${1:?usage: claims_1p5b.sh STAGE [overrides]   (STAGE: budget core core_scaling prune scaling_search scaling_test data_efficiency bf16 report all)}
 shift
 extra=("$@")
 
@@ -83,6 +87,12 @@ test_eval=(eval=paper "eval.tasks=[arith,${gsm[0]}race,mmlu]" $(arith "$ARITH" 0
            eval.limits.race="$RACE" eval.limits.mmlu="$MMLU")
 # shellcheck disable=SC2046
 core_eval=(eval=paper 'eval.tasks=[arith,mmlu]' $(arith "$ARITH" 0) eval.limits.mmlu="$MMLU")
+# core_scaling: 2-digit multiplication (the unedited 1.5B solves 0.6 of it) and the MC probe as the non-math check
+core_arith() { echo eval.arith.digits=2 "eval.arith.operations=${CORE_OPS:-[\"*\"]}" "eval.arith.num_problems=$1" "eval.arith.seed=$2"; }
+# shellcheck disable=SC2046
+core_val=(eval=probes 'eval.tasks=[arith,mc]' $(core_arith 100 1))
+# shellcheck disable=SC2046
+core_test=(eval=probes 'eval.tasks=[arith,mc]' $(core_arith "${CORE_ARITH:-200}" 0))
 # shellcheck disable=SC2046
 scale_val=(eval=probes 'eval.tasks=[arith,mc]' $(arith "$ARITH" 1))
 # shellcheck disable=SC2046
@@ -121,10 +131,19 @@ run_stage() {
             top_k="$TOPK" hydra.sweep.dir="$root/prune/mmlu" ;;
     core)  # the part that fits one 3-hour session on 2 CPU cores: the MMLU filter, one draw, arithmetic + MMLU
       sweep "${mmlu[@]}" "${core_eval[@]}" num_samples="$N" seed="${CORE_SEED:-0}" \
-            method="${METHODS:-mathneuro,random,wanda}" top_k=0.15 hydra.sweep.dir="$root/core/prune"
-      [ "${CORE_SCALE:-1}" = 0 ] || sweep "${mmlu[@]}" "${core_eval[@]}" intervention=scale intervention.scalar=1.1 \
-            top_k=0.05 num_samples="$N" seed="${CORE_SEED:-0}" method="${SCALE_METHODS:-mathneuro,random}" \
-            hydra.sweep.dir="$root/core/scale" ;;
+            method="${METHODS:-mathneuro,random,wanda}" top_k=0.15 hydra.sweep.dir="$root/core/prune" ;;
+    core_scaling)  # claim 3 on a math test with headroom; about 1.5 CPU-hours on the cached statistics
+      sweep "${mmlu[@]}" "${core_val[@]}" hparams_search=optuna_scalar num_samples="$N" seed="${CORE_SEED:-0}" \
+            method=mathneuro objective.metric=math/arith/exact_match objective.constraint=nonmath/mc/acc \
+            hydra.sweeper.n_trials="${TRIALS:-8}" hydra.sweep.dir="$root/core_scaling_search"
+      local s=1.1 best
+      if [ "$mode" = run ] || [ -f "$root/core_scaling_search/optimization_results.yaml" ]; then
+        best=$(best_scalar "$root/core_scaling_search") || exit 2
+        [ "$mode" = check ] || echo "mathneuro: best scalar on validation = $best" >&2
+        [ "$best" = 1.1 ] || s="1.1,$best"
+      fi  # checked before the search has run: s = 1.1 stands for both
+      sweep "${mmlu[@]}" "${core_test[@]}" intervention=scale top_k=0.05 num_samples="$N" seed="${CORE_SEED:-0}" \
+            method=mathneuro,random intervention.scalar="$s" hydra.sweep.dir="$root/core/scale" ;;
     scaling_search)
       for m in ${SEARCH:-mathneuro}; do
         sweep "${race[@]}" "${scale_val[@]}" hparams_search=optuna_scalar num_samples="$N" seed=0 method="$m" \
@@ -151,13 +170,13 @@ run_stage() {
     report)
       if [ "$mode" = check ]; then return; fi
       local s found=0
-      for s in core prune scaling_search scaling_test data_efficiency budget; do
+      for s in core core_scaling_search prune scaling_search scaling_test data_efficiency budget; do
         [ -d "$root/$s" ] || continue
         found=1
         "$py" -m mathneuro.report_cli "$root/$s" --out "$results/$s"
       done
       [ "$found" = 1 ] || die "nothing to report under $root" ;;
-    *) die "unknown stage: $stage (budget core prune scaling_search scaling_test data_efficiency bf16 report all)" ;;
+    *) die "unknown stage: $stage (budget core core_scaling prune scaling_search scaling_test data_efficiency bf16 report all)" ;;
   esac
 }
 
