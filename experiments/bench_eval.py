@@ -1,7 +1,10 @@
 """Benchmark: an lm-eval task through plain lm-eval ``HFLM`` and through ``PrefixCacheHFLM``, side by side.
 
 A generation task (``gsm8k_cot``: the shared few-shot prefix) or a multiple-choice one (``race``: the
-article shared by a question's choices; per question the choices' log-likelihoods are compared).
+article shared by a question's choices; ``mmlu``: one-token answer letters, scored from the last
+position only; per question the choices' log-likelihoods are compared). A group such as ``mmlu``
+runs ``--limit`` questions per subtask. Each path's peak resident memory is measured on its own
+(Linux: the peak is reset before each path).
 
 Runs the same lm-eval task (default: ``gsm8k_cot``'s local twin, 8-shot chain of thought, from
 ``--data-dir``) on the same in-memory model twice in one process, ``eval.prefix_cache`` off and
@@ -34,7 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--limit", type=int, default=24, help="questions (the first N of the test file)")
+    p.add_argument("--limit", type=int, default=24, help="questions (the first N of the test file; per subtask of a group)")
     p.add_argument("--max-gen-toks", type=int, default=None, help="cap on generated tokens (default: the task's)")
     p.add_argument("--order", default="plain,prefix", help="which paths run, in this order")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -68,16 +71,19 @@ def run_path(model, tok, args: argparse.Namespace, prefix_cache: bool) -> dict:
     tasks = harness.built_task(args.task)  # datasets read before the clock starts
     lm = harness.lm
     gen_kwargs = {"max_gen_toks": args.max_gen_toks} if args.max_gen_toks else None
+    _reset_peak_rss()
     start, cpu_start = time.perf_counter(), time.process_time()
     with preserved_rng():
         results = lm_eval.simple_evaluate(model=lm, tasks=tasks, task_manager=harness.task_manager,
                                           limit=args.limit, bootstrap_iters=0, log_samples=True,
                                           gen_kwargs=gen_kwargs, fewshot_random_seed=cfg.fewshot_seed)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-    texts: dict[int, str] = {}
-    answers: dict[str, dict[int, str]] = {}
-    for sample in results["samples"][name]:
-        doc_id = int(sample["doc_id"])
+    peak_rss_gb = _peak_rss_gb()
+    texts: dict[str, object] = {}
+    answers: dict[str, dict[str, str]] = {}
+    samples = [(task, s) for task, rows in results["samples"].items() for s in rows]  # a group: its subtasks
+    for task, sample in samples:
+        doc_id = f"{task}/{int(sample['doc_id']):05d}" if len(results["samples"]) > 1 else int(sample["doc_id"])
         choices = _loglikelihoods(sample["filtered_resps"])
         if choices is not None:  # a multiple-choice task: the choices' log-likelihoods and the one picked
             texts[doc_id] = choices
@@ -87,9 +93,28 @@ def run_path(model, tok, args: argparse.Namespace, prefix_cache: bool) -> dict:
         answers.setdefault(sample["filter"], {})[doc_id] = str(sample["filtered_resps"][0])
     stats = getattr(lm, "prefix_stats", None)
     return {"path": "prefix" if prefix_cache else "plain", "seconds": seconds, "cpu_seconds": cpu_seconds,
-            "questions": len(texts),
+            "peak_rss_gb": peak_rss_gb, "questions": len(texts),
             "metrics": flatten_lm_eval_metrics(results["results"][name]), "texts": texts, "answers": answers,
             "prefix_stats": vars(stats) if stats is not None else None}
+
+
+def _reset_peak_rss() -> None:
+    """Start a new peak-RSS window (Linux: writing 5 to clear_refs resets VmHWM; elsewhere a no-op)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def _peak_rss_gb() -> float | None:
+    """The process's peak resident memory since the last reset, in GB (None where /proc is missing)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1e6
+    except OSError:
+        pass
+    return None
 
 
 def _loglikelihoods(filtered: object) -> list[float] | None:
@@ -141,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         runs[path] = run_path(model, tok, args, prefix_cache=path == "prefix")
         r = runs[path]
         print(json.dumps({"path": path, "seconds": round(r["seconds"], 1), "cpu_seconds": round(r["cpu_seconds"], 1),
+                          "peak_rss_gb": r["peak_rss_gb"],
                           "seconds_per_question": round(r["seconds"] / r["questions"], 2),
                           "metrics": {k: round(v, 4) for k, v in r["metrics"].items()},
                           "prefix_stats": r["prefix_stats"]}), flush=True)
@@ -151,11 +177,12 @@ def main(argv: list[str] | None = None) -> int:
         summary = compare(runs)
         n = summary["questions"]
         print(f"\n{args.task}, {n} questions, batch {args.batch_size}, {args.dtype}, {args.model}")
-        print(f"{'path':<8} {'seconds':>8} {'s/question':>11} {'CPU s':>8}  metrics")
+        print(f"{'path':<8} {'seconds':>8} {'s/question':>11} {'CPU s':>8} {'peak GB':>8}  metrics")
         for path in ("plain", "prefix"):
             r = runs[path]
             metrics = ", ".join(f"{k}={v:.3f}" for k, v in r["metrics"].items() if not k.endswith("_stderr"))
-            print(f"{path:<8} {r['seconds']:>8.1f} {r['seconds'] / n:>11.2f} {r['cpu_seconds']:>8.1f}  {metrics}")
+            peak = f"{r['peak_rss_gb']:.2f}" if r["peak_rss_gb"] is not None else "-"
+            print(f"{path:<8} {r['seconds']:>8.1f} {r['seconds'] / n:>11.2f} {r['cpu_seconds']:>8.1f} {peak:>8}  {metrics}")
         print(f"speed-up {summary['speedup']:.2f}x (CPU time {summary['cpu_speedup']:.2f}x); same generated text {summary['same_text']}/{n}; same answer: "
               + ", ".join(f"{f} {k}/{n}" for f, k in summary["same_answer"].items()))
         if "max_loglikelihood_diff" in summary:

@@ -4,6 +4,7 @@ architecture): batches with a shared prefix, without one, with mixed lengths; st
 from __future__ import annotations
 
 import pytest
+import torch
 from lm_eval.api.instance import Instance
 from lm_eval.models.huggingface import HFLM
 
@@ -139,7 +140,7 @@ def test_choices_sharing_a_context_score_as_plain_hflm(pair):
     pairs = ([(ARTICLE + "Answer:", c) for c in CHOICES]                   # one context, four choices
              + [(ARTICLE + "Which year?\nAnswer:", c) for c in (" 1901", " 1902 or later")]
              + [("Q: lone context\nA:", " yes it is")]                      # shared by no other request
-             + [(ARTICLE + "Single:", c) for c in ("A", "B")])              # one-token choices: lm-eval's own cache
+             + [(ARTICLE + "Single:", c) for c in ("A", "B")])              # one-token choices: last position only
     requests = _ll_requests(plain, pairs)
     assert [len(r[2]) for r in requests[-2:]] == [1, 1]
     expected = plain._loglikelihood_tokens(requests, disable_tqdm=True)
@@ -147,7 +148,8 @@ def test_choices_sharing_a_context_score_as_plain_hflm(pair):
     assert [g for _, g in got] == [g for _, g in expected]
     assert [v for v, _ in got] == pytest.approx([v for v, _ in expected], rel=1e-4, abs=1e-4)
     stats = fast.prefix_stats
-    assert stats.shared_contexts == 2  # the two multi-token groups; the rest went through lm-eval
+    assert stats.shared_contexts == 2  # the two multi-token groups
+    assert (stats.last_token_contexts, stats.last_token_requests) == (1, 2)  # the lone context went through lm-eval
     context = len(requests[0][1])
     assert stats.context_tokens_skipped >= 3 * context
 
@@ -176,3 +178,80 @@ def test_race_scores_equal_with_and_without_prefix_cache(data_dir):
             assert harness.lm.prefix_stats.shared_contexts == 2  # one per article: its choices share it
     assert results[True] == results[False]
     assert [r["acc"] for r in raw[True]] == [r["acc"] for r in raw[False]]
+
+
+# ----------------------------------------------------------------- one-token continuations (MMLU's letters)
+LETTERS = ["A", "B", "C", "D"]  # one byte token each
+
+
+def _mc_prompts() -> list[str]:
+    """Multiple-choice prompts of very different lengths, so that every batch of 4 is left-padded."""
+    return [f"Question {i}: {'why ' * (3 * i)}is the sky blue?\nA. air\nB. sea\nC. paint\nD. none\nAnswer:"
+            for i in range(7)]
+
+
+def _lm_head_lengths(model, run) -> list[int]:
+    """The sequence lengths the output layer saw while ``run()`` ran."""
+    seen: list[int] = []
+    handle = model.get_output_embeddings().register_forward_hook(lambda m, args, out: seen.append(args[0].shape[1]))
+    try:
+        run()
+    finally:
+        handle.remove()
+    return seen
+
+
+def test_one_token_continuations_score_as_plain_hflm_from_the_last_position_only(pair):
+    plain, fast = pair
+    requests = _ll_requests(plain, [(p, c) for p in _mc_prompts() for c in LETTERS])
+    assert {len(r[2]) for r in requests} == {1}
+    context = requests[0][1]
+    with torch.no_grad():
+        top = int(fast.model(torch.tensor([context])).logits[0, -1].argmax())
+    requests.append(((requests[0][0][0], "<the greedy token>"), context, [top]))  # a greedy continuation too
+    expected = plain._loglikelihood_tokens(requests, disable_tqdm=True)
+    got: list = []
+    lengths = _lm_head_lengths(fast.model, lambda: got.extend(fast._loglikelihood_tokens(requests, disable_tqdm=True)))
+    assert [g for _, g in got] == [g for _, g in expected]
+    assert [v for v, _ in got] == pytest.approx([v for v, _ in expected], rel=1e-4, abs=1e-4)
+    assert got[-1][1] and sum(g for _, g in got) >= 1
+    stats = fast.prefix_stats
+    assert (stats.last_token_contexts, stats.last_token_requests) == (7, 29)
+    assert lengths == [1, 1]  # two batches of 4 and 3 prompts; lm-eval's output layer sees every position
+    assert max(_lm_head_lengths(plain.model, lambda: plain._loglikelihood_tokens(requests, disable_tqdm=True))) > 20
+
+
+def test_one_token_requests_with_auto_batch_size_or_truncation_take_lm_evals_path():
+    model, tok = tiny_model("llama")
+    prompts = _mc_prompts()
+    plain = HFLM(pretrained=model, tokenizer=tok, batch_size=4, max_length=100)
+    requests = _ll_requests(plain, [(p, c) for p in prompts for c in LETTERS])
+    expected = plain._loglikelihood_tokens(requests, disable_tqdm=True)
+    short = PrefixCacheHFLM(pretrained=model, tokenizer=tok, batch_size=4, max_length=100)
+    got = short._loglikelihood_tokens(requests, disable_tqdm=True)
+    assert [g for _, g in got] == [g for _, g in expected]
+    assert [v for v, _ in got] == pytest.approx([v for v, _ in expected], rel=1e-4, abs=1e-4)
+    fits = sum(len(r[1]) <= 100 for r in requests) // len(LETTERS)
+    assert 0 < fits < len(prompts) and short.prefix_stats.last_token_contexts == fits  # the rest lm-eval truncates
+    auto = PrefixCacheHFLM(pretrained=model, tokenizer=tok, batch_size="auto", max_length=100)
+    auto._loglikelihood_tokens(requests[:4], disable_tqdm=True, override_bs=2)
+    assert auto.prefix_stats.last_token_contexts == 0
+
+
+def test_mmlu_scores_equal_with_and_without_prefix_cache(data_dir):
+    model, tok = tiny_model("qwen2")
+    tok.add_tokens([" A", " B", " C", " D"])  # a real tokenizer's one-token answer letters
+    model.resize_token_embeddings(len(tok))
+    results, raw = {}, {}
+    for flag in (True, False):
+        cfg = EvalConfig(name="t", tasks=["mmlu"], data_dir=str(data_dir), limit=2, batch_size=4, bootstrap_iters=0,
+                         prefix_cache=flag, log_samples=True)
+        harness = Harness(model, tok, cfg, data_dir)
+        run = harness.run("mmlu")
+        results[flag], raw[flag] = run.metrics, run.samples
+        if flag:
+            questions = sum(len(v) for k, v in run.samples.items() if k != "mmlu")
+            assert harness.lm.prefix_stats.last_token_contexts == questions > 0
+    assert results[True] == pytest.approx(results[False], abs=1e-6)
+    assert {k: [r["acc"] for r in v] for k, v in raw[True].items()} == {k: [r["acc"] for r in v]
+                                                                        for k, v in raw[False].items()}
