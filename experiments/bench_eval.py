@@ -62,6 +62,7 @@ def run_path(model, tok, args: argparse.Namespace, prefix_cache: bool) -> dict:
 
     from mathneuro.evaluation import EvalConfig
     from mathneuro.evaluation.harness import Harness, flatten_lm_eval_metrics, preserved_rng
+    from mathneuro.peak_memory import peak_rss_mb, reset_peak_memory
 
     cfg = EvalConfig(name="bench", tasks=[args.task], data_dir=args.data_dir, batch_size=args.batch_size,
                      prefix_cache=prefix_cache, max_gen_toks=args.max_gen_toks, bootstrap_iters=0)
@@ -71,14 +72,14 @@ def run_path(model, tok, args: argparse.Namespace, prefix_cache: bool) -> dict:
     tasks = harness.built_task(args.task)  # datasets read before the clock starts
     lm = harness.lm
     gen_kwargs = {"max_gen_toks": args.max_gen_toks} if args.max_gen_toks else None
-    _reset_peak_rss()
+    reset_peak_memory()
     start, cpu_start = time.perf_counter(), time.process_time()
     with preserved_rng():
         results = lm_eval.simple_evaluate(model=lm, tasks=tasks, task_manager=harness.task_manager,
                                           limit=args.limit, bootstrap_iters=0, log_samples=True,
                                           gen_kwargs=gen_kwargs, fewshot_random_seed=cfg.fewshot_seed)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-    peak_rss_gb = _peak_rss_gb()
+    peak_rss_gb = peak_rss_mb() * 2**20 / 1e9  # GB, as in the stored results
     texts: dict[str, object] = {}
     answers: dict[str, dict[str, str]] = {}
     samples = [(task, s) for task, rows in results["samples"].items() for s in rows]  # a group: its subtasks
@@ -96,25 +97,6 @@ def run_path(model, tok, args: argparse.Namespace, prefix_cache: bool) -> dict:
             "peak_rss_gb": peak_rss_gb, "questions": len(texts),
             "metrics": flatten_lm_eval_metrics(results["results"][name]), "texts": texts, "answers": answers,
             "prefix_stats": vars(stats) if stats is not None else None}
-
-
-def _reset_peak_rss() -> None:
-    """Start a new peak-RSS window (Linux: writing 5 to clear_refs resets VmHWM; elsewhere a no-op)."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
-
-
-def _peak_rss_gb() -> float | None:
-    """The process's peak resident memory since the last reset, in GB (None where /proc is missing)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1e6
-    except OSError:
-        pass
-    return None
 
 
 def _loglikelihoods(filtered: object) -> list[float] | None:

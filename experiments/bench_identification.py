@@ -20,6 +20,7 @@ import torch
 
 from mathneuro.data import load_records, render
 from mathneuro.models import load_model
+from mathneuro.peak_memory import peak_rss_mb, reset_peak_memory
 from mathneuro.statistics import collect_statistics, length_sorted_batches, right_padded, tokenize
 from mathneuro.targets import base_model, find_target_linears
 
@@ -31,20 +32,6 @@ def rss_mb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def peak_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def reset_peak() -> None:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
 
 
 def batches(tokenizer, texts, batch_size, max_length, device):
@@ -136,11 +123,9 @@ def main() -> None:
                                           max_length=args.max_length, progress=False, kernel=kernel)
 
     rss_before = rss_mb()
-    reset_peak()
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats()
+    reset_peak_memory()
     t_stats = best_of(identify("auto"), args.repeats)
-    peak_extra = peak_mb() - rss_before
+    peak_extra = peak_rss_mb() - rss_before
     gpu_peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else None
     t_eager = best_of(identify("eager"), args.repeats)
     sub = texts[: args.original_n]

@@ -33,7 +33,8 @@
 #                   Optuna search runs in one of them while the others wait for its result)
 #   bf16            experiments/bf16_accumulation.py on this model ($BF16_N + $BF16_N samples, $BF16_LEN tokens)
 #   report          mathneuro-report of every stage folder (points.csv, summary.md, paired.csv, figures)
-#                   into $RESULTS/<stage>/
+#                   into $RESULTS/<stage>/ (core's prune points into core/, its scale points and search into
+#                   core_scaling/{test,search}/)
 # Environment (defaults): MODEL (qwen2_5_coder_1_5b) GGUF (qwen2.5-coder-1.5b) MODELS (/root/.cache/mathneuro-models)
 #   DATA (../shared/data) ROOT (outputs/sweeps/claims_1p5b) RESULTS (experiments/results/claims_1p5b)
 #   DTYPE (float32 without CUDA: a bf16 forward is ~6x slower on a CPU without bf16 units; bfloat16 with CUDA)
@@ -169,11 +170,14 @@ run_stage() {
         --out "$out" ;;
     report)
       if [ "$mode" = check ]; then return; fi
-      local s found=0
-      for s in core core_scaling_search prune scaling_search scaling_test data_efficiency budget; do
+      local s found=0 pair
+      # source folder under $root : destination under $results
+      for pair in core/prune:core core/scale:core_scaling/test core_scaling_search:core_scaling/search prune:prune \
+                  scaling_search:scaling_search scaling_test:scaling_test data_efficiency:data_efficiency budget:budget; do
+        s=${pair%%:*}
         [ -d "$root/$s" ] || continue
         found=1
-        "$py" -m mathneuro.report_cli "$root/$s" --out "$results/$s"
+        "$py" -m mathneuro.report_cli "$root/$s" --out "$results/${pair#*:}"
       done
       [ "$found" = 1 ] || die "nothing to report under $root" ;;
     *) die "unknown stage: $stage (budget core core_scaling prune scaling_search scaling_test data_efficiency bf16 report all)" ;;

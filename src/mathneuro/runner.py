@@ -13,13 +13,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-import resource
 import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-
-import torch
 
 from mathneuro import __version__
 from mathneuro.config import Config, ConfigError, validate
@@ -28,6 +25,7 @@ from mathneuro.export import export_edited_model
 from mathneuro.intervention import apply_intervention
 from mathneuro.locking import FileLock, LockTimeout
 from mathneuro.method_registry import resolve_method
+from mathneuro.peak_memory import peak_memory_mb, reset_peak_memory
 from mathneuro.preflight import check_model_source, check_top_k, check_writable_dir, refuse_empty_selection
 from mathneuro.recording import (
     WandbRun,
@@ -111,14 +109,6 @@ def export_card(cfg: Config, selection_summary: dict) -> dict:
     }
 
 
-def peak_memory_mb() -> dict[str, float]:
-    """Peak resident memory of this process so far (MB) and, on CUDA, peak allocated GPU memory."""
-    peak = {"rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        peak["cuda_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
-    return peak
-
-
 def _with_method(cfg: Config, method_cfg: Any) -> Config:
     """``cfg`` with its method node replaced by the method's typed config (``cfg`` itself is unchanged)."""
     if dataclasses.is_dataclass(cfg):
@@ -176,6 +166,7 @@ def _run_claimed_point(cfg: Config, spec: Any, config_dict: dict, output_dir: Pa
     """The body of :func:`run_point`, run while this process holds the point's claim."""
     timings: dict[str, float] = {}
     memory: dict[str, dict[str, float]] = {}
+    reset_peak_memory()  # this point's peaks, not those of the points run before it in this process
 
     def stage(name: str, t0: float) -> None:
         timings[name] = round(time.perf_counter() - t0, 3)
