@@ -163,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         for path in ("plain", "prefix"):
             r = runs[path]
             metrics = ", ".join(f"{k}={v:.3f}" for k, v in r["metrics"].items() if not k.endswith("_stderr"))
-            peak = f"{r['peak_rss_gb']:.2f}" if r["peak_rss_gb"] is not None else "-"
-            print(f"{path:<8} {r['seconds']:>8.1f} {r['seconds'] / n:>11.2f} {r['cpu_seconds']:>8.1f} {peak:>8}  {metrics}")
+            print(f"{path:<8} {r['seconds']:>8.1f} {r['seconds'] / n:>11.2f} {r['cpu_seconds']:>8.1f} "
+                  f"{r['peak_rss_gb']:>8.2f}  {metrics}")
         print(f"speed-up {summary['speedup']:.2f}x (CPU time {summary['cpu_speedup']:.2f}x); same generated text {summary['same_text']}/{n}; same answer: "
               + ", ".join(f"{f} {k}/{n}" for f, k in summary["same_answer"].items()))
         if "max_loglikelihood_diff" in summary:

@@ -165,19 +165,24 @@ def test_a_context_that_would_be_truncated_takes_the_plain_path():
     assert got == expected and fast.prefix_stats.shared_contexts == 0
 
 
-def test_race_scores_equal_with_and_without_prefix_cache(data_dir):
-    model, tok = tiny_model("qwen2")
-    results, raw = {}, {}
+def _both_paths(model, tok, data_dir, task: str) -> dict[bool, tuple]:
+    """``{prefix_cache: (metrics, per-example records, the harness's lm)}`` of ``task`` run with and without."""
+    out = {}
     for flag in (True, False):
-        cfg = EvalConfig(name="t", tasks=["race"], data_dir=str(data_dir), limit=2, batch_size=4, bootstrap_iters=0,
+        cfg = EvalConfig(name="t", tasks=[task], data_dir=str(data_dir), limit=2, batch_size=4, bootstrap_iters=0,
                          prefix_cache=flag, log_samples=True)
         harness = Harness(model, tok, cfg, data_dir)
-        run = harness.run("race")
-        results[flag], raw[flag] = run.metrics, run.samples["race"]
-        if flag:
-            assert harness.lm.prefix_stats.shared_contexts == 2  # one per article: its choices share it
-    assert results[True] == results[False]
-    assert [r["acc"] for r in raw[True]] == [r["acc"] for r in raw[False]]
+        run = harness.run(task)
+        out[flag] = (run.metrics, run.samples, harness.lm)
+    return out
+
+
+def test_race_scores_equal_with_and_without_prefix_cache(data_dir):
+    model, tok = tiny_model("qwen2")
+    runs = _both_paths(model, tok, data_dir, "race")
+    assert runs[True][2].prefix_stats.shared_contexts == 2  # one per article: its choices share it
+    assert runs[True][0] == runs[False][0]
+    assert [r["acc"] for r in runs[True][1]["race"]] == [r["acc"] for r in runs[False][1]["race"]]
 
 
 # ----------------------------------------------------------------- one-token continuations (MMLU's letters)
@@ -242,16 +247,10 @@ def test_mmlu_scores_equal_with_and_without_prefix_cache(data_dir):
     model, tok = tiny_model("qwen2")
     tok.add_tokens([" A", " B", " C", " D"])  # a real tokenizer's one-token answer letters
     model.resize_token_embeddings(len(tok))
-    results, raw = {}, {}
-    for flag in (True, False):
-        cfg = EvalConfig(name="t", tasks=["mmlu"], data_dir=str(data_dir), limit=2, batch_size=4, bootstrap_iters=0,
-                         prefix_cache=flag, log_samples=True)
-        harness = Harness(model, tok, cfg, data_dir)
-        run = harness.run("mmlu")
-        results[flag], raw[flag] = run.metrics, run.samples
-        if flag:
-            questions = sum(len(v) for k, v in run.samples.items() if k != "mmlu")
-            assert harness.lm.prefix_stats.last_token_contexts == questions > 0
-    assert results[True] == pytest.approx(results[False], abs=1e-6)
-    assert {k: [r["acc"] for r in v] for k, v in raw[True].items()} == {k: [r["acc"] for r in v]
-                                                                        for k, v in raw[False].items()}
+    runs = _both_paths(model, tok, data_dir, "mmlu")
+    samples = runs[True][1]
+    questions = sum(len(v) for k, v in samples.items() if k != "mmlu")
+    assert runs[True][2].prefix_stats.last_token_contexts == questions > 0
+    assert runs[True][0] == pytest.approx(runs[False][0], abs=1e-6)
+    assert {k: [r["acc"] for r in v] for k, v in samples.items()} == {k: [r["acc"] for r in v]
+                                                                      for k, v in runs[False][1].items()}
