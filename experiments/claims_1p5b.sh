@@ -12,6 +12,9 @@
 #                   arithmetic and MMLU test only (MMLU is where the unedited 1.5B is above chance). A point peaks
 #                   at 13.5-15.5 GB in float32, so two workers need >= 32 GB; a second one starts with
 #                   METHODS=wanda,random,mathneuro, so it begins with the point that needs no filter statistics
+#   core_race       the RACE filter's share of `prune` that fits a session: draw $CORE_SEED (0), $METHODS
+#                   (mathneuro,random) at top_k 0.15, evaluated on arithmetic, RACE-high test (first $RACE articles)
+#                   and MMLU test; it also measures the unedited 1.5B on RACE (is RACE testable on this model?)
 #   core_scaling    claim 3 where math has room to rise (the unedited 1.5B solves all 2-digit +/-): M scaled at
 #                   top_k 0.05 (MMLU filter, draw $CORE_SEED) against random scaling of the same counts, on 2-digit
 #                   multiplication ($CORE_OPS). First Optuna over s in [1.0, 1.5] ($TRIALS trials) on a validation
@@ -52,7 +55,7 @@ set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 source experiments/lib.sh
-stage=${1:?usage: claims_1p5b.sh STAGE [overrides]   (STAGE: budget core core_scaling prune scaling_search scaling_test data_efficiency bf16 report all)}
+stage=${1:?usage: claims_1p5b.sh STAGE [overrides]   (STAGE: budget core core_race core_scaling prune scaling_search scaling_test data_efficiency bf16 report all)}
 shift
 extra=("$@")
 
@@ -88,6 +91,9 @@ test_eval=(eval=paper "eval.tasks=[arith,${gsm[0]}race,mmlu]" $(arith "$ARITH" 0
            eval.limits.race="$RACE" eval.limits.mmlu="$MMLU")
 # shellcheck disable=SC2046
 core_eval=(eval=paper 'eval.tasks=[arith,mmlu]' $(arith "$ARITH" 0) eval.limits.mmlu="$MMLU")
+# shellcheck disable=SC2046
+core_race_eval=(eval=paper 'eval.tasks=[arith,race,mmlu]' $(arith "$ARITH" 0) eval.limits.race="$RACE"
+                eval.limits.mmlu="$MMLU")
 # core_scaling: 2-digit multiplication (the unedited 1.5B solves 0.6 of it) and the MC probe as the non-math check
 core_arith() { echo eval.arith.digits=2 "eval.arith.operations=${CORE_OPS:-[\"*\"]}" "eval.arith.num_problems=$1" "eval.arith.seed=$2"; }
 # shellcheck disable=SC2046
@@ -133,6 +139,9 @@ run_stage() {
     core)  # the part that fits one 3-hour session on 2 CPU cores: the MMLU filter, one draw, arithmetic + MMLU
       sweep "${mmlu[@]}" "${core_eval[@]}" num_samples="$N" seed="${CORE_SEED:-0}" \
             method="${METHODS:-mathneuro,random,wanda}" top_k=0.15 hydra.sweep.dir="$root/core/prune" ;;
+    core_race)  # the RACE filter and RACE test, without GSM8K: about 1.5 hours on 2 CPU cores for two methods
+      sweep "${race[@]}" "${core_race_eval[@]}" num_samples="$N" seed="${CORE_SEED:-0}" \
+            method="${METHODS:-mathneuro,random}" top_k=0.15 hydra.sweep.dir="$root/core_race" ;;
     core_scaling)  # claim 3 on a math test with headroom; about 1.5 CPU-hours on the cached statistics
       sweep "${mmlu[@]}" "${core_val[@]}" hparams_search=optuna_scalar num_samples="$N" seed="${CORE_SEED:-0}" \
             method=mathneuro objective.metric=math/arith/exact_match objective.constraint=nonmath/mc/acc \
@@ -172,7 +181,7 @@ run_stage() {
       if [ "$mode" = check ]; then return; fi
       local s found=0 pair
       # source folder under $root : destination under $results
-      for pair in core/prune:core core/scale:core_scaling/test core_scaling_search:core_scaling/search prune:prune \
+      for pair in core/prune:core core/scale:core_scaling/test core_scaling_search:core_scaling/search core_race:core_race prune:prune \
                   scaling_search:scaling_search scaling_test:scaling_test data_efficiency:data_efficiency budget:budget; do
         s=${pair%%:*}
         [ -d "$root/$s" ] || continue
@@ -180,7 +189,7 @@ run_stage() {
         "$py" -m mathneuro.report_cli "$root/$s" --out "$results/${pair#*:}"
       done
       [ "$found" = 1 ] || die "nothing to report under $root" ;;
-    *) die "unknown stage: $stage (budget core core_scaling prune scaling_search scaling_test data_efficiency bf16 report all)" ;;
+    *) die "unknown stage: $stage (budget core core_race core_scaling prune scaling_search scaling_test data_efficiency bf16 report all)" ;;
   esac
 }
 

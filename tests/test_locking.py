@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -11,6 +12,7 @@ import time
 
 import pytest
 
+from mathneuro import locking
 from mathneuro.cache import StatisticsCache, cached_statistics
 from mathneuro.locking import FileLock, LockTimeout
 from mathneuro.statistics import collect_statistics
@@ -50,19 +52,45 @@ def test_second_holder_waits_while_heartbeat_keeps_a_long_hold_alive(tmp_path):
     assert when >= released and waited and not took_over
 
 
-def test_lock_of_a_killed_process_is_taken_over_after_the_timeout(tmp_path):
+def test_lock_of_a_killed_process_on_this_host_is_taken_over_at_once(tmp_path):
     path = tmp_path / "k.lock"
     code = ("import os, sys; from mathneuro.locking import FileLock; "
-            f"FileLock({str(path)!r}, stale_after=0.5, heartbeat=0.05).acquire(); os._exit(0)")
+            f"FileLock({str(path)!r}, stale_after=600, heartbeat=0.05).acquire(); os._exit(0)")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)  # exits holding the lock
     assert path.exists()
+    assert FileLock(path, stale_after=600).held_elsewhere() is None  # a dead holder holds nothing
+    lock = FileLock(path, stale_after=600, poll=0.02).acquire(timeout=0)  # no wait for the heartbeat
+    assert lock.took_over and lock.waited
+    assert json.loads(path.read_text())["token"] == lock.token
+    lock.release()
+    assert not path.exists() and not list(tmp_path.glob("k.lock.stale-*"))
+
+
+def test_a_pid_reused_by_a_younger_process_does_not_keep_a_dead_holders_lock(tmp_path):
+    path = tmp_path / "k.lock"
+    info = {"host": socket.gethostname(), "boot": locking._boot_id(), "pid": os.getppid(),
+            "time": 0.0, "token": "old"}  # taken at the epoch, by a pid that a later (live) process now has
+    path.write_text(json.dumps(info))
+    if locking._process_start_epoch(os.getppid()) is None:
+        pytest.skip("no /proc to read process start times from")
+    lock = FileLock(path, stale_after=600).acquire(timeout=0)
+    assert lock.took_over
+    lock.release()
+    info["time"] = time.time()  # the same live pid, taken after it started: a live holder
+    path.write_text(json.dumps(info))
+    with pytest.raises(LockTimeout):
+        FileLock(path, stale_after=600).acquire(timeout=0)
+
+
+def test_lock_of_a_silent_holder_on_another_host_is_taken_over_after_the_timeout(tmp_path):
+    path = tmp_path / "k.lock"
+    path.write_text(json.dumps({"host": "another-node", "boot": "x", "pid": os.getpid(), "time": time.time(),
+                                "token": "remote"}))  # its pid may be alive here: another host's pid says nothing
     t0 = time.monotonic()
     lock = FileLock(path, stale_after=0.5, poll=0.02).acquire()
     elapsed = time.monotonic() - t0
     assert lock.took_over and lock.waited and 0.4 < elapsed < 5
-    assert json.loads(path.read_text())["token"] == lock.token
     lock.release()
-    assert not path.exists() and not list(tmp_path.glob("k.lock.stale-*"))
 
 
 def test_an_old_lock_is_taken_over_at_once(tmp_path):

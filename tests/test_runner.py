@@ -290,6 +290,16 @@ def test_a_point_running_in_another_process_is_skipped_not_repeated(tiny_dir, tm
     assert not res.get("skipped") and json.loads((out / "results.json").read_text())["status"] == "complete"
     assert not (out / RUNNING_LOCK).exists()  # released when the point is done
 
+    # a fresh claim (heartbeat seconds ago) by a worker on this host that was since killed: the
+    # resumed sweep runs the point now instead of skipping it as "running elsewhere"
+    (out / "results.json").unlink()
+    code = ("import os; from mathneuro.locking import FileLock; "
+            f"FileLock({str(out / RUNNING_LOCK)!r}).acquire(); os._exit(0)")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert (out / RUNNING_LOCK).exists()
+    res = run_point(cfg, out)
+    assert not res.get("skipped") and json.loads((out / "results.json").read_text())["status"] == "complete"
+
 
 def test_wanda_spends_no_forward_pass_on_the_filter_set(tiny_dir, tmp_path):
     """Wanda scores the task set alone: with a filter configured, only the task's statistics are

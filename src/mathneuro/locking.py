@@ -6,7 +6,10 @@ holder's host, pid and start time. While held, a daemon thread refreshes the fil
 (a heartbeat). A waiter treats the lock as stale — its holder was killed — when the mtime is
 older than ``stale_after`` seconds by the wall clock, or has not changed for ``stale_after``
 seconds of the waiter's own observation (robust to clock skew between machines); it then
-takes the lock over by renaming the stale file away and creating its own.
+takes the lock over by renaming the stale file away and creating its own. A holder on the
+waiter's own host (same host name and boot) whose process is gone — killed, crashed, or its
+pid since reused by a younger process — is stale at once: a resumed sweep need not wait out
+``stale_after`` for the point its killed predecessor was running.
 
 The worst a race in the takeover can cause is one duplicate computation: callers write their
 results atomically and re-check for them after acquiring the lock.
@@ -55,7 +58,8 @@ class FileLock:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             return False
-        info = {"host": socket.gethostname(), "pid": os.getpid(), "time": time.time(), "token": self.token}
+        info = {"host": socket.gethostname(), "boot": _boot_id(), "pid": os.getpid(), "time": time.time(),
+                "token": self.token}
         with os.fdopen(fd, "w") as f:
             json.dump(info, f)
         return True
@@ -75,7 +79,8 @@ class FileLock:
         except FileNotFoundError:
             return None
         holder = self.holder()
-        if time.time() - mtime > self.stale_after or holder is None or holder.get("token") == self.token:
+        if (time.time() - mtime > self.stale_after or holder is None or holder.get("token") == self.token
+                or _holder_is_gone(holder)):
             return None
         return holder
 
@@ -108,7 +113,8 @@ class FileLock:
                 continue  # released just now: try again at once
             if mtime != seen_mtime:
                 seen_mtime, seen_since = mtime, now
-            if time.time() - mtime > self.stale_after or now - seen_since > self.stale_after:
+            if (time.time() - mtime > self.stale_after or now - seen_since > self.stale_after
+                    or _holder_is_gone(self.holder())):
                 self._take_over()
                 seen_mtime = None
                 continue
@@ -157,3 +163,52 @@ def _read_json(path: Path) -> dict | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+def _boot_id() -> str | None:
+    """This kernel boot's id (Linux), so "same host" also means "same boot, same pid space"."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def _process_start_epoch(pid: int) -> float | None:
+    """When process ``pid`` started (Unix time), from ``/proc``; None where that can't be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        btime = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                     if line.startswith("btime "))
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "; starttime is field 22
+        return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _holder_is_gone(holder: dict | None) -> bool:
+    """True when ``holder`` ran on this host in this boot and its process no longer exists (or is a
+    zombie, or the pid now belongs to a process started after the lock was taken). A holder on
+    another host, or one that can't be judged, is never called gone: the heartbeat decides."""
+    if not holder or holder.get("host") != socket.gethostname() or holder.get("boot") != _boot_id():
+        return False
+    try:
+        pid = int(holder["pid"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, owned by someone else
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    if state in ("Z", "X"):
+        return True
+    started = _process_start_epoch(pid)
+    taken = holder.get("time")
+    return started is not None and isinstance(taken, (int, float)) and started > taken + 2.0
