@@ -277,3 +277,31 @@ def test_selection_file_roundtrip(tmp_path, sel_a: dict) -> None:
     assert overlap(lazy, sel_a)["a_in_b"] == 6 / 8
     with pytest.raises(FileNotFoundError):
         load_selection_file(tmp_path / "nope.safetensors")
+
+
+def test_saved_masks_are_packed_bits_and_read_back_exactly(tmp_path) -> None:
+    from mathneuro.selection import Selection
+
+    gen = torch.Generator().manual_seed(0)
+    masks = {"a.weight": torch.rand(37, 53, generator=gen) < 0.15,  # 1,961 entries: not a multiple of 8
+             "b.weight": torch.rand(64, 128, generator=gen) < 0.5, "c.bias": torch.ones(3, dtype=torch.bool)}
+    sel = Selection(masks, {"m.act_fn": torch.tensor([1, 7])}, "mathneuro", {"top_k": 0.15})
+    path = tmp_path / "selection.safetensors"
+    sel.save(path)
+    entries = sum(m.numel() for m in masks.values())
+    assert path.stat().st_size < entries / 8 + 2_000  # a bit per weight (+ header), not a byte
+    back = Selection.load(path)
+    assert back.meta == {"top_k": 0.15} and back.neurons["m.act_fn"].tolist() == [1, 7]
+    for name, mask in masks.items():
+        assert back.masks[name].shape == mask.shape and torch.equal(back.masks[name], mask)
+    lazy = load_selection_file(path)
+    assert lazy["a.weight"].dtype == torch.uint8 and torch.equal(lazy["a.weight"].bool(), masks["a.weight"])
+    assert "packed_mask_shapes" not in lazy.metadata and lazy.metadata["method"] == "mathneuro"
+    assert count_selected(lazy) == sum(int(m.sum()) for m in masks.values()) + 2
+    eager = load_selection_file(path, lazy=False)
+    assert overlap(lazy, eager)["jaccard"] == 1.0 and overlap(eager, sel)["jaccard"] == 1.0
+
+    # a file written before packing (whole uint8 masks, no shapes in the metadata) still reads
+    old = tmp_path / "old.safetensors"
+    save_file({name: m.to(torch.uint8) for name, m in masks.items()}, str(old), metadata={"method": "wanda"})
+    assert all(torch.equal(Selection.load(old).masks[n], m) for n, m in masks.items())

@@ -372,12 +372,7 @@ def efficiency_rows(
 def load_selection_file(path: str | Path, *, lazy: bool = True) -> Mapping[str, torch.Tensor]:
     """Read a saved selection: weight masks by parameter name plus ``neurons::<module>`` indices.
 
-    ``lazy=True`` returns a :class:`SelectionFile` (one tensor in memory at a time); otherwise all
-    tensors are loaded with ``safetensors.torch.load_file``."""
-    if lazy:
-        return SelectionFile(path)
-    from safetensors.torch import load_file
-
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"selection file not found: {path}")
-    return load_file(str(path))
+    ``lazy=True`` returns a :class:`SelectionFile` (one tensor in memory at a time); otherwise a
+    dict with every tensor loaded (masks unpacked)."""
+    stored = SelectionFile(path)
+    return stored if lazy else {name: stored[name] for name in stored}

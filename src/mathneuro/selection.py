@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
@@ -19,6 +20,19 @@ from safetensors.torch import save_file
 from mathneuro.recording import atomic_write
 
 NEURON_PREFIX = "neurons::"
+PACKED_SHAPES = "packed_mask_shapes"  # metadata key: {name: shape} of the masks stored as packed bits
+
+
+def pack_mask(mask: torch.Tensor) -> torch.Tensor:
+    """A mask as bits, 8 to a byte (1-D uint8): a saved 7B selection is 0.9 GB instead of 7 GB."""
+    return torch.from_numpy(np.packbits(mask.detach().to("cpu", torch.bool).reshape(-1).numpy()))
+
+
+def unpack_mask(packed: torch.Tensor, shape: list[int] | tuple[int, ...]) -> torch.Tensor:
+    """The 0/1 uint8 mask of ``shape`` that :func:`pack_mask` packed."""
+    count = int(np.prod(shape)) if len(shape) else 1
+    bits = np.unpackbits(packed.numpy(), count=count)
+    return torch.from_numpy(bits).reshape(tuple(shape))
 
 
 @dataclass
@@ -48,10 +62,13 @@ class Selection:
                          method=self.method, top_k=self.meta.get("top_k"))
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write ``path`` (safetensors): masks as 0/1 uint8 of the weight's shape, neurons as int64."""
-        tensors = {name: m.to(torch.uint8).contiguous() for name, m in self.masks.items()}
+        """Write ``path`` (safetensors): masks as packed bits (their shapes in the metadata),
+        neurons as int64. :class:`SelectionFile` reads masks back as 0/1 uint8 of the weight's shape."""
+        tensors = {name: pack_mask(m) for name, m in self.masks.items()}
         tensors.update({NEURON_PREFIX + name: n.to(torch.int64).contiguous() for name, n in self.neurons.items()})
-        metadata = {"method": self.method, "meta": json.dumps(self.meta, default=str)}
+        shapes = {name: list(m.shape) for name, m in self.masks.items()}
+        metadata = {"method": self.method, "meta": json.dumps(self.meta, default=str),
+                    PACKED_SHAPES: json.dumps(shapes)}
         atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
 
     @classmethod
@@ -71,8 +88,10 @@ class Selection:
 class SelectionFile(Mapping):
     """A ``selection.safetensors`` opened lazily: each tensor is read from disk when asked for.
 
-    Keys are the stored names (``neurons::<module>`` for neuron indices). ``metadata`` holds the
-    file's string metadata (may be empty)."""
+    Keys are the stored names (``neurons::<module>`` for neuron indices). A mask comes back as 0/1
+    uint8 of the weight's shape, whether the file packs masks as bits (written by
+    :meth:`Selection.save`) or stores them whole (older files, or other tools). ``metadata`` holds
+    the file's string metadata (may be empty), without the packing's own key."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -81,12 +100,18 @@ class SelectionFile(Mapping):
         with safe_open(str(self.path), framework="pt") as handle:
             self._keys = list(handle.keys())
             self.metadata: dict[str, str] = dict(handle.metadata() or {})
+        try:
+            self._shapes: dict[str, list[int]] = json.loads(self.metadata.pop(PACKED_SHAPES, "{}"))
+        except ValueError as exc:
+            raise ValueError(f"{self.path}: unreadable {PACKED_SHAPES} metadata ({exc})") from None
 
     def __getitem__(self, key: str) -> torch.Tensor:
         if key not in self._keys:
             raise KeyError(key)
         with safe_open(str(self.path), framework="pt") as handle:
-            return handle.get_tensor(key)
+            tensor = handle.get_tensor(key)
+        shape = self._shapes.get(key)
+        return tensor if shape is None else unpack_mask(tensor, shape)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._keys)
