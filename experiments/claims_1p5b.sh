@@ -28,7 +28,8 @@
 #                   $SEARCH, on a validation draw: arithmetic drawn with seed 1 + the MC probe (constraint)
 #   scaling_test    s = 1.1 and mathneuro's best s (and random's, if searched) for mathneuro and random
 #                   (same counts) at seeds $SEEDS: arithmetic (seed 0), GSM8K test ($GSM8K), MMLU test
-#   data_efficiency selections (mathneuro, top_k 0.15, RACE filter) from N in $DE_N (1,10,$N), seeds $SEEDS, not
+#   data_efficiency selections (mathneuro, top_k 0.15, RACE filter; DE_FILTER=mmlu: the MMLU filter, into
+#                   data_efficiency_mmlu) from N in $DE_N (1,10,$N), seeds $SEEDS, not
 #                   evaluated: the overlap of two draws' M and math top-K sets (the N = $N draws reuse prune's
 #                   cached statistics)
 #   all             prune, scaling_search, scaling_test, data_efficiency, bf16, report, one after the other
@@ -42,7 +43,7 @@
 #   DATA (../shared/data) ROOT (outputs/sweeps/claims_1p5b) RESULTS (experiments/results/claims_1p5b)
 #   DTYPE (float32 without CUDA: a bf16 forward is ~6x slower on a CPU without bf16 units; bfloat16 with CUDA)
 #   N (100) SEEDS (0,1) TOPK (0.15; 0.15,0.05 adds 5 %) MAXLEN (512) GSM8K (100) RACE (20) MMLU (5) ARITH (100)
-#   DIGITS (2) CORE_OPS (["*"]) CORE_ARITH (200) TRIALS (8) SEARCH (mathneuro; "mathneuro random" searches random too) BF16_N (96) BF16_LEN (128)
+#   DE_N (1,10,$N) DE_FILTER (race) DIGITS (2) CORE_OPS (["*"]) CORE_ARITH (200) TRIALS (8) SEARCH (mathneuro; "mathneuro random" searches random too) BF16_N (96) BF16_LEN (128)
 #   CACHE (cache_dir; default mathneuro's). Threads: OMP_NUM_THREADS as usual. CHECK_ONLY=1: validate the
 #   stage's points and stop. PRUNE_GSM8K=0 (or GSM8K=0) drops GSM8K from prune: arithmetic only, 2.5x cheaper;
 #   the arithmetic probe writes per-example records too, so its rows are paired like GSM8K's.
@@ -167,8 +168,15 @@ run_stage() {
       sweep "${race[@]}" "${scale_test[@]}" intervention=scale top_k=0.05 num_samples="$N" \
             method=mathneuro,random intervention.scalar="$s" seed="$SEEDS" hydra.sweep.dir="$root/scaling_test" ;;
     data_efficiency)
-      sweep "${race[@]}" eval=none save_selection=true method=mathneuro top_k=0.15 num_samples="${DE_N:-1,10,$N}" \
-            seed="$SEEDS" hydra.sweep.dir="$root/data_efficiency" ;;
+      local -a de_filter
+      local de_dir=data_efficiency
+      case ${DE_FILTER:-race} in
+        race) de_filter=("${race[@]}") ;;
+        mmlu) de_filter=("${mmlu[@]}") de_dir=data_efficiency_mmlu ;;
+        *) die "DE_FILTER=${DE_FILTER}: expected race or mmlu" ;;
+      esac
+      sweep "${de_filter[@]}" eval=none save_selection=true method=mathneuro top_k=0.15 num_samples="${DE_N:-1,10,$N}" \
+            seed="$SEEDS" hydra.sweep.dir="$root/$de_dir" ;;
     bf16)
       local out=$results/bf16_accumulation.json
       if [ "$mode" = check ]; then return; fi
@@ -182,7 +190,7 @@ run_stage() {
       local s found=0 pair
       # source folder under $root : destination under $results
       for pair in core/prune:core core/scale:core_scaling/test core_scaling_search:core_scaling/search core_race:core_race prune:prune \
-                  scaling_search:scaling_search scaling_test:scaling_test data_efficiency:data_efficiency budget:budget; do
+                  scaling_search:scaling_search scaling_test:scaling_test data_efficiency:data_efficiency data_efficiency_mmlu:data_efficiency_mmlu budget:budget; do
         s=${pair%%:*}
         [ -d "$root/$s" ] || continue
         found=1
