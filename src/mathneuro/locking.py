@@ -189,6 +189,8 @@ def _holder_is_gone(holder: dict | None) -> bool:
     """True when ``holder`` ran on this host in this boot and its process no longer exists (or is a
     zombie, or the pid now belongs to a process started after the lock was taken). A holder on
     another host, or one that can't be judged, is never called gone: the heartbeat decides."""
+    if os.name != "posix":  # os.kill(pid, 0) terminates the process on Windows
+        return False
     if not holder or holder.get("host") != socket.gethostname() or holder.get("boot") != _boot_id():
         return False
     try:
