@@ -90,7 +90,9 @@ def test_lock_of_a_silent_holder_on_another_host_is_taken_over_after_the_timeout
     lock = FileLock(path, stale_after=0.5, poll=0.02).acquire()
     elapsed = time.monotonic() - t0
     assert lock.took_over and lock.waited and 0.4 < elapsed < 5
+    assert json.loads(path.read_text())["token"] == lock.token
     lock.release()
+    assert not path.exists() and not list(tmp_path.glob("k.lock.stale-*"))
 
 
 def test_an_old_lock_is_taken_over_at_once(tmp_path):

@@ -173,16 +173,31 @@ def _boot_id() -> str | None:
         return None
 
 
-def _process_start_epoch(pid: int) -> float | None:
-    """When process ``pid`` started (Unix time), from ``/proc``; None where that can't be read."""
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after ``pid (comm)``: state first, start time at index 19."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return fields if len(fields) > 19 else None
+
+
+def _start_epoch(fields: list[str] | None) -> float | None:
+    """The start time (Unix time) of the process whose :func:`_proc_stat` fields these are."""
+    if fields is None:
+        return None
+    try:
         btime = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
                      if line.startswith("btime "))
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "; starttime is field 22
         return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+    except (OSError, ValueError, StopIteration):
         return None
+
+
+def _process_start_epoch(pid: int) -> float | None:
+    """When process ``pid`` started (Unix time), from ``/proc``; None where that can't be read."""
+    return _start_epoch(_proc_stat(pid))
 
 
 def _holder_is_gone(holder: dict | None) -> bool:
@@ -205,12 +220,11 @@ def _holder_is_gone(holder: dict | None) -> bool:
         return True
     except PermissionError:
         return False  # alive, owned by someone else
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
+    fields = _proc_stat(pid)
+    if fields is None:
         return False
-    if state in ("Z", "X"):
+    if fields[0] in ("Z", "X"):
         return True
-    started = _process_start_epoch(pid)
+    started = _start_epoch(fields)
     taken = holder.get("time")
     return started is not None and isinstance(taken, (int, float)) and started > taken + 2.0

@@ -24,14 +24,13 @@ PACKED_SHAPES = "packed_mask_shapes"  # metadata key: {name: shape} of the masks
 
 
 def pack_mask(mask: torch.Tensor) -> torch.Tensor:
-    """A mask as bits, 8 to a byte (1-D uint8): a saved 7B selection is 0.9 GB instead of 7 GB."""
+    """A mask as bits, 8 to a byte (1-D uint8): a saved selection is an eighth of a byte per weight."""
     return torch.from_numpy(np.packbits(mask.detach().to("cpu", torch.bool).reshape(-1).numpy()))
 
 
 def unpack_mask(packed: torch.Tensor, shape: list[int] | tuple[int, ...]) -> torch.Tensor:
     """The 0/1 uint8 mask of ``shape`` that :func:`pack_mask` packed."""
-    count = int(np.prod(shape)) if len(shape) else 1
-    bits = np.unpackbits(packed.numpy(), count=count)
+    bits = np.unpackbits(packed.numpy(), count=int(np.prod(shape)))  # prod of () is 1
     return torch.from_numpy(bits).reshape(tuple(shape))
 
 
