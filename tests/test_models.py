@@ -34,9 +34,11 @@ def _offline(monkeypatch, tmp_path):
 
 
 def logits(model, tokenizer, prompts=PROMPTS) -> torch.Tensor:
+    """Logits of the real tokens (padded positions zeroed): what a pad token's id cannot change.
+    transformers 5.17 reads a GGUF's pad token as its BOS, 5.25 as the id the file records."""
     batch = tokenizer(prompts, return_tensors="pt", padding=True)
     with torch.no_grad():
-        return model(**batch).logits.float()
+        return model(**batch).logits.float() * batch["attention_mask"].unsqueeze(-1)
 
 
 def saved_tiny(tmp_path: Path, arch: str = "llama", seed: int = 0, dtype=torch.float32):
@@ -513,3 +515,15 @@ def test_loading_in_bf16_warns_once_where_the_cpu_lacks_bf16(tmp_path, caplog, m
         load_model(str(folder), dtype="bfloat16", device="cpu")
         load_model(str(folder), dtype="float32", device="cpu")
     assert sum("without bf16 instructions" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_hardware_record_names_device_dtype_and_cpu():
+    from mathneuro.models.devices import cpu_name, describe_hardware
+    from mathneuro.tiny import tiny_model
+
+    assert cpu_name("processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t: avx2\n") == "AMD EPYC 7B13"
+    assert cpu_name("") and isinstance(cpu_name(""), str)  # no /proc/cpuinfo: the platform's word
+    model, _ = tiny_model("llama", dtype=torch.bfloat16)
+    hw = describe_hardware(model)
+    assert hw["device"] == "cpu" and hw["dtype"] == "bfloat16" and hw["threads"] == torch.get_num_threads()
+    assert hw["device_name"] and "cuda" not in hw

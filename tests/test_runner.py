@@ -93,6 +93,8 @@ def test_end_to_end_run_writes_complete_results_and_offline_wandb(tiny_dir, tmp_
     peaks = [results["peak_memory"][k]["rss_mb"] for k in ("load_model", "identification", "evaluation")]
     assert peaks == sorted(peaks) and peaks[0] > 50  # a running maximum, in MB, of a real process
     assert results["config"]["top_k"] == 0.05 and results["versions"]["torch"]
+    hw = results["hardware"]  # what the timings and float scores depend on
+    assert hw["device"] == "cpu" and hw["dtype"] == "float32" and hw["threads"] >= 1 and hw["device_name"]
     assert (out / "selection.safetensors").exists()
     runs = list((out / "wandb").glob("offline-run-*"))
     assert len(runs) == 1

@@ -122,3 +122,13 @@ def test_compiled_kernel_equals_eager_reference():
     torch.testing.assert_close(fused(x, mask).double(), ref, rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match="kernel"):
         square_sum_kernel("turbo")
+
+
+def test_auto_kernel_compiles_only_real_sized_models_on_a_cpu():
+    from mathneuro.statistics import AUTO_COMPILE_MIN_WEIGHTS, masked_square_sums, square_sum_kernel
+
+    big = AUTO_COMPILE_MIN_WEIGHTS
+    assert square_sum_kernel("auto", big - 1, "cpu") is masked_square_sums  # compiling costs more than it saves
+    assert square_sum_kernel("auto", big, "cpu") is not masked_square_sums
+    assert square_sum_kernel("auto", big, "cuda:0") is masked_square_sums  # eager was faster on an H200
+    assert square_sum_kernel("compiled", 10, "cuda") is not masked_square_sums  # asked for: always fused

@@ -48,7 +48,8 @@ class PointResult:
     ``<math|nonmath>/<task>/<metric>`` after the edit / of the unedited model; ``timings``: seconds
     per stage; ``peak_memory``: MB per stage; ``sample_ids_hash``: ``{"task": .., "filter": ..}``;
     ``objective``: what a sweeper optimises (None when undefined); ``samples``: where per-example
-    records are (``eval.log_samples``).
+    records are (``eval.log_samples``); ``hardware``: the device, its name, the dtype and the threads
+    the point ran with (timings and float results depend on them).
     """
 
     status: str = "complete"
@@ -65,6 +66,7 @@ class PointResult:
     versions: dict[str, str] = field(default_factory=dict)
     objective: float | None = None
     samples: dict[str, Any] | None = None  # eval.log_samples: {"dir", "baseline_dir", "tasks"}; absent otherwise
+    hardware: dict[str, Any] | None = None  # {"device", "device_name", "dtype", "threads", ...}; absent in old results
     extra: dict[str, Any] = field(default_factory=dict)  # fields this version does not know, kept as they are
 
     @property
@@ -83,6 +85,8 @@ class PointResult:
             del data["samples"]  # written only by runs that log per-example records
         if data["statistics"] is None:
             del data["statistics"]  # results written before statistics sources were recorded
+        if data["hardware"] is None:
+            del data["hardware"]  # results written before the hardware was recorded
         return {**data, **self.extra}
 
     def write(self, path: str | os.PathLike) -> Path:

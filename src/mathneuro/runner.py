@@ -25,6 +25,7 @@ from mathneuro.export import export_edited_model
 from mathneuro.intervention import apply_intervention
 from mathneuro.locking import FileLock, LockTimeout
 from mathneuro.method_registry import resolve_method
+from mathneuro.models.devices import describe_hardware
 from mathneuro.peak_memory import peak_memory_mb, reset_peak_memory
 from mathneuro.preflight import check_model_source, check_top_k, check_writable_dir, refuse_empty_selection
 from mathneuro.recording import (
@@ -274,7 +275,7 @@ def _run_claimed_point(cfg: Config, spec: Any, config_dict: dict, output_dir: Pa
             baseline_metrics=baseline, timings=timings, peak_memory=memory, statistics_keys=stats_keys,
             statistics=stats_used,
             sample_ids_hash={"task": task.ids_hash, "filter": filters[0].ids_hash}, versions=_versions(),
-            objective=objective_value(cfg, metrics, baseline),
+            objective=objective_value(cfg, metrics, baseline), hardware=describe_hardware(bench.model),
         )
         if evaluate and cfg.eval.log_samples:
             ev = bench.evaluator(cfg.eval)

@@ -77,12 +77,16 @@ KERNELS = ("auto", "eager", "compiled")
 AUTO_COMPILE_MIN_WEIGHTS = 20_000_000
 
 
-def square_sum_kernel(kernel: str, num_weights: int = 0):
+def square_sum_kernel(kernel: str, num_weights: int = 0, device: str | torch.device = "cpu"):
     """The function computing :func:`masked_square_sums`: eager, or one fused kernel (``torch.compile``,
-    which reads each input once instead of three times; compiled once per process, dynamic shapes)."""
+    which reads each input once instead of three times; compiled once per process, dynamic shapes).
+
+    ``auto`` compiles only for real-sized models on a CPU. On an H200 the eager ops were faster
+    (a 1.5B bf16 pass at 1.90x a plain forward, against 2.22x compiled, plus 6 s of compiling)."""
     if kernel not in KERNELS:
         raise ValueError(f"statistics kernel: unknown {kernel!r}; allowed: {', '.join(KERNELS)}")
-    if kernel == "eager" or (kernel == "auto" and num_weights < AUTO_COMPILE_MIN_WEIGHTS):
+    small = num_weights < AUTO_COMPILE_MIN_WEIGHTS
+    if kernel == "eager" or (kernel == "auto" and (small or torch.device(device).type != "cpu")):
         return masked_square_sums
     if "fn" not in _FUSED:
         _FUSED["fn"] = torch.compile(_fusable, dynamic=True)
@@ -112,7 +116,9 @@ class _LinearInputAccumulator:
         self.mask: torch.Tensor | None = None  # [B, T], 1 on real tokens
         self._last_input: torch.Tensor | None = None
         self._last_result: tuple[torch.Tensor, torch.Tensor] | None = None
-        self.square_sums = square_sum_kernel(kernel, sum(m.weight.numel() for m in targets.values()))
+        first = next(iter(targets.values()), None)
+        self.square_sums = square_sum_kernel(kernel, sum(m.weight.numel() for m in targets.values()),
+                                             first.weight.device if first is not None else "cpu")
         for name, mod in targets.items():
             dev = mod.weight.device
             self.norm[name] = torch.zeros(mod.in_features, dtype=torch.float32, device=dev)

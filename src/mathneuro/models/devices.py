@@ -126,3 +126,35 @@ def slow_dtype_warning(dtype: torch.dtype, device: torch.device, cpuinfo: str | 
     return ("model.dtype: bfloat16 on a CPU without bf16 instructions (no avx512_bf16 / amx_bf16): matrix "
             "products are emulated and run several times slower than float32 here; model.dtype=float32 is faster "
             "on this machine (and uses 2x the memory)")
+
+
+def cpu_name(cpuinfo: str | None = None) -> str:
+    """The CPU's model name (from /proc/cpuinfo where there is one), else the platform's word for it."""
+    import platform
+
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() in ("model name", "hardware", "cpu model") and value.strip():
+            return value.strip()
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def describe_hardware(model: torch.nn.Module) -> dict[str, Any]:
+    """Where and how ``model`` runs: device, its name, dtype, torch threads (and CUDA's version and
+    device count on a GPU). Recorded with every result: timings and float scores depend on them."""
+    param = next(model.parameters())
+    devices = sorted({str(p.device) for p in model.parameters()})
+    out: dict[str, Any] = {"device": devices[0] if len(devices) == 1 else devices, "dtype": str(param.dtype)
+                           .removeprefix("torch."), "threads": torch.get_num_threads()}
+    if param.device.type == "cuda":
+        out["device_name"] = torch.cuda.get_device_name(param.device)
+        out["cuda"] = torch.version.cuda
+        out["cuda_devices"] = torch.cuda.device_count()
+    else:
+        out["device_name"] = cpu_name() if param.device.type == "cpu" else param.device.type
+    return out
