@@ -99,18 +99,27 @@ def resolve_dtype(
 _BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})  # x86 AVX512-BF16 / AMX; Arm "bf16" feature
 
 
-def cpu_has_bf16(cpuinfo: str | None = None) -> bool | None:
-    """Whether the CPU has bfloat16 arithmetic instructions, from ``/proc/cpuinfo`` (or the text given);
-    None where that cannot be told (no such file, no flags line)."""
+def _cpuinfo_fields(cpuinfo: str | None = None) -> list[tuple[str, str]]:
+    """``/proc/cpuinfo`` (or the text given) as (lower-case key, stripped value) pairs; empty where unreadable."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
         except OSError:
-            return None
-    flags: set[str] = set()
+            return []
+    fields = []
     for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip().lower() in ("flags", "features"):
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.append((key.strip().lower(), value.strip()))
+    return fields
+
+
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool | None:
+    """Whether the CPU has bfloat16 arithmetic instructions, from ``/proc/cpuinfo`` (or the text given);
+    None where that cannot be told (no such file, no flags line)."""
+    flags: set[str] = set()
+    for key, value in _cpuinfo_fields(cpuinfo):
+        if key in ("flags", "features"):
             flags.update(value.split())
     return bool(flags & _BF16_CPU_FLAGS) if flags else None
 
@@ -132,15 +141,9 @@ def cpu_name(cpuinfo: str | None = None) -> str:
     """The CPU's model name (from /proc/cpuinfo where there is one), else the platform's word for it."""
     import platform
 
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            cpuinfo = ""
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip().lower() in ("model name", "hardware", "cpu model") and value.strip():
-            return value.strip()
+    for key, value in _cpuinfo_fields(cpuinfo):
+        if key in ("model name", "hardware", "cpu model") and value:
+            return value
     return platform.processor() or platform.machine() or "cpu"
 
 
