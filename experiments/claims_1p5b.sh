@@ -20,6 +20,8 @@
 #                   multiplication ($CORE_OPS). First Optuna over s in [1.0, 1.5] ($TRIALS trials) on a validation
 #                   draw (100 problems drawn with seed 1, the MC probe as the constraint), then s = 1.1 and the best
 #                   s on the test draw ($CORE_ARITH problems, seed 0) + the MC probe, mathneuro and random
+#   core_scaling_mmlu  "non-math unchanged" of claim 3 where it can fail: the same edits (top_k 0.05, MMLU filter, draw
+#                   $CORE_SEED, s in $SCALARS (1.1)), mathneuro and random, on the multiplication test draw and MMLU test
 #   prune           top_k $TOPK: mathneuro, random, wanda, lape (RACE filter); mathneuro and random (MMLU
 #                   filter); seeds $SEEDS (bootstrap draws of N samples per set). Evaluated on test splits:
 #                   arithmetic (2-digit +/-, seed 0), GSM8K test (lm-eval gsm8k_cot, 8-shot, prefix cache, first $GSM8K),
@@ -56,7 +58,7 @@ set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 source experiments/lib.sh
-stage=${1:?usage: claims_1p5b.sh STAGE [overrides]   (STAGE: budget core core_race core_scaling prune scaling_search scaling_test data_efficiency bf16 report all)}
+stage=${1:?usage: claims_1p5b.sh STAGE [overrides]   (STAGE: budget core core_race core_scaling core_scaling_mmlu prune scaling_search scaling_test data_efficiency bf16 report all)}
 shift
 extra=("$@")
 
@@ -101,6 +103,8 @@ core_arith() { echo eval.arith.digits=2 "eval.arith.operations=${CORE_OPS:-[\"*\
 core_val=(eval=probes 'eval.tasks=[arith,mc]' $(core_arith 100 1))
 # shellcheck disable=SC2046
 core_test=(eval=probes 'eval.tasks=[arith,mc]' $(core_arith "${CORE_ARITH:-200}" 0))
+# shellcheck disable=SC2046
+core_test_mmlu=(eval=paper 'eval.tasks=[arith,mmlu]' $(core_arith "${CORE_ARITH:-200}" 0) eval.limits.mmlu="$MMLU")
 # shellcheck disable=SC2046
 scale_val=(eval=probes 'eval.tasks=[arith,mc]' $(arith "$ARITH" 1))
 # shellcheck disable=SC2046
@@ -155,6 +159,10 @@ run_stage() {
       fi  # checked before the search has run: s = 1.1 stands for both
       sweep "${mmlu[@]}" "${core_test[@]}" intervention=scale top_k=0.05 num_samples="$N" seed="${CORE_SEED:-0}" \
             method=mathneuro,random intervention.scalar="$s" hydra.sweep.dir="$root/core/scale" ;;
+    core_scaling_mmlu)  # core_scaling's test points judged on MMLU (the MC probe sits at its ceiling on the 1.5B)
+      sweep "${mmlu[@]}" "${core_test_mmlu[@]}" intervention=scale top_k=0.05 num_samples="$N" \
+            seed="${CORE_SEED:-0}" method=mathneuro,random intervention.scalar="${SCALARS:-1.1}" \
+            hydra.sweep.dir="$root/core_scaling_mmlu" ;;
     scaling_search)
       for m in ${SEARCH:-mathneuro}; do
         sweep "${race[@]}" "${scale_val[@]}" hparams_search=optuna_scalar num_samples="$N" seed=0 method="$m" \
@@ -189,7 +197,7 @@ run_stage() {
       if [ "$mode" = check ]; then return; fi
       local s found=0 pair
       # source folder under $root : destination under $results
-      for pair in core/prune:core core/scale:core_scaling/test core_scaling_search:core_scaling/search core_race:core_race prune:prune \
+      for pair in core/prune:core core/scale:core_scaling/test core_scaling_search:core_scaling/search core_race:core_race core_scaling_mmlu:core_scaling_mmlu prune:prune \
                   scaling_search:scaling_search scaling_test:scaling_test data_efficiency:data_efficiency data_efficiency_mmlu:data_efficiency_mmlu budget:budget; do
         s=${pair%%:*}
         [ -d "$root/$s" ] || continue
@@ -197,7 +205,7 @@ run_stage() {
         "$py" -m mathneuro.report_cli "$root/$s" --out "$results/${pair#*:}"
       done
       [ "$found" = 1 ] || die "nothing to report under $root" ;;
-    *) die "unknown stage: $stage (budget core core_race core_scaling prune scaling_search scaling_test data_efficiency bf16 report all)" ;;
+    *) die "unknown stage: $stage (budget core core_race core_scaling core_scaling_mmlu prune scaling_search scaling_test data_efficiency bf16 report all)" ;;
   esac
 }
 
