@@ -265,6 +265,40 @@ def test_write_report(tmp_path: Path, sweep: Path) -> None:
         rep.write_report(sweep, tmp_path / "x", metrics=["math/nope/acc"])
 
 
+def test_group_subtasks_stay_out_of_figures_and_comparison_but_not_out_of_the_tables(tmp_path: Path) -> None:
+    """A group (MMLU: 57 subjects) reports every subtask too; the figure shows the configured tasks only."""
+    subjects = [f"mmlu_s{i}" for i in range(6)]
+    root = tmp_path / "sweep"
+    for job, (method, top_k) in enumerate((("mathneuro", 0.01), ("mathneuro", 0.1), ("random", 0.1))):
+        metrics = {MATH: math_value(method, top_k, 0), "nonmath/mmlu/acc": 0.45}
+        metrics.update({f"nonmath/{s}/acc": 0.4 + 0.01 * i for i, s in enumerate(subjects)})
+        res = result(point(method, top_k, 0), metrics)
+        res["config"]["eval"] = {"tasks": ["arith", "mmlu"]}
+        write_job(root / str(job), res, [f"method={method}"])
+    out = rep.write_report(root, tmp_path / "report")
+    assert out["headline_metrics"] == [MATH, "nonmath/mmlu/acc"]
+    assert len(out["metrics"]) == 8  # every metric is still read, tabulated and paired
+    from matplotlib.image import imread
+
+    height, width = imread(out["figures"]["prune_vs_topk"]).shape[:2]
+    assert height < 600 and width < 1300  # one row of two panels, not three rows of three
+    md = Path(out["markdown"]).read_text()
+    comparison = md.split("## Comparison")[1].split("##")[0]
+    assert "nonmath/mmlu/acc" in comparison and "mmlu_s0" not in comparison
+    assert "6 subtask metric(s)" in md and "`nonmath/mmlu_s0/acc`" in md
+    assert "mmlu_s5" in md.split("## All points")[1]
+    with open(out["csv"]) as f:
+        assert "nonmath/mmlu_s3/acc" in next(csv.reader(f))
+    named = rep.write_report(root, tmp_path / "named", metrics=[MATH, "nonmath/mmlu_s1/acc"])
+    assert named["headline_metrics"] == [MATH, "nonmath/mmlu_s1/acc"]  # asked for by name: plotted
+    # without configured tasks (older results), every metric is plotted as before
+    for job in range(3):
+        res = json.loads((root / str(job) / "results.json").read_text())
+        del res["config"]["eval"]
+        (root / str(job) / "results.json").write_text(json.dumps(res))
+    assert len(rep.write_report(root, tmp_path / "old")["headline_metrics"]) == 8
+
+
 def test_write_report_without_complete_points(tmp_path: Path) -> None:
     write_job(tmp_path / "s" / "0", None, [])
     with pytest.raises(ValueError, match="no complete results.json"):

@@ -32,6 +32,26 @@ def _distinct(rows: Sequence[Mapping], field: str) -> list:
     return sorted(values, key=_sort_key)
 
 
+def configured_tasks(results: Sequence[Mapping]) -> set[str]:
+    """The task names the points were asked to evaluate (``config.eval.tasks``, over all points)."""
+    tasks: set[str] = set()
+    for result in results:
+        named = ((result.get("config") or {}).get("eval") or {}).get("tasks")
+        if isinstance(named, str):
+            tasks.add(named)
+        elif isinstance(named, (list, tuple)):
+            tasks.update(str(t) for t in named)
+    return tasks
+
+
+def headline_metrics(metrics: Sequence[str], tasks: set[str]) -> list[str]:
+    """The metrics of the configured tasks themselves: a group's subtasks (MMLU's 57 subjects) would
+    make a figure of 59 panels; they stay in points.csv, the full table and paired.csv. All of
+    ``metrics`` where no task is known or none matches."""
+    kept = [m for m in metrics if len(m.split("/")) >= 3 and m.split("/")[1] in tasks]
+    return kept or list(metrics)
+
+
 def _make_figures(rows: list[dict], metrics: list[str], out: Path) -> tuple[dict[str, str], list[str]]:
     figures: dict[str, str] = {}
     notes: list[str] = []
@@ -112,11 +132,12 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
                  metrics: Sequence[str] | None = None) -> dict:
     """Write ``points.csv``, ``summary.md`` and PNG figures for a sweep (default ``<sweep>/report``).
 
-    Figures: ``<intervention>_vs_topk.png`` (every metric, math and non-math side by side),
+    Figures: ``<intervention>_vs_topk.png`` (every metric of the evaluated tasks, math and non-math
+    side by side; a group's subtasks only when ``metrics`` names them),
     ``<intervention>_vs_scalar.png`` when several scale factors were run, ``per_layer.png``.
     With per-example records also ``paired.csv`` (:mod:`mathneuro.paired`); with selections saved
     for several draws ``data_efficiency.csv`` and its figure (:mod:`mathneuro.efficiency`).
-    Returns ``{"csv", "markdown", "figures": {name: path}, "rows", "missing", "metrics", "comparison",
+    Returns ``{"csv", "markdown", "figures": {name: path}, "rows", "missing", "metrics", "headline_metrics", "comparison",
     "paired", "paired_csv", "paired_notes", "data_efficiency", "data_efficiency_csv"}``.
     Raises FileNotFoundError for a missing dir and ValueError when no complete point exists."""
     sweep = Path(sweep_dir)
@@ -132,8 +153,13 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
     if unknown:
         raise ValueError(f"metrics not found in any result: {', '.join(unknown)}; have: {', '.join(metric_names(rows))}")
     csv_path = write_csv(rows, out / "points.csv")
-    figures, notes = _make_figures(rows, chosen, out)
-    md = _summary_markdown(sweep, rows, missing, chosen, figures, notes, out)
+    headline = chosen if metrics else headline_metrics(chosen, configured_tasks(complete))
+    figures, notes = _make_figures(rows, headline, out)
+    if len(headline) < len(chosen):
+        left = [m for m in chosen if m not in headline]
+        notes.append(f"{len(left)} subtask metric(s) of evaluated groups (e.g. `{left[0]}`) are left out of the "
+                     "figures and the comparison table; points.csv, the table of all points and paired.csv have them")
+    md = _summary_markdown(sweep, rows, missing, headline, figures, notes, out)
     from mathneuro.efficiency import write_data_efficiency  # saved selections at several N / seeds
     from mathneuro.paired import write_paired  # paired.csv from per-example records, if any
 
@@ -142,7 +168,8 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
     md_path = out / "summary.md"
     md_path.write_text(md + "\n" + paired["markdown"] + ("\n" + efficiency["markdown"] if efficiency else ""))
     return {"csv": str(csv_path), "markdown": str(md_path), "figures": figures, "rows": rows,
-            "missing": missing, "metrics": chosen, "comparison": comparison_rows(rows, chosen),
+            "missing": missing, "metrics": chosen, "headline_metrics": headline,
+            "comparison": comparison_rows(rows, chosen),
             "paired": paired["rows"], "paired_csv": paired["csv"], "paired_notes": paired["notes"],
             "data_efficiency": efficiency["rows"] if efficiency else [],
             "data_efficiency_csv": efficiency["csv"] if efficiency else None}
