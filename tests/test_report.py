@@ -218,6 +218,10 @@ def test_labels_include_filter_when_several() -> None:
     fields = figures._label_fields(rows, exclude=["top_k"])
     assert sorted(figures._label(r, fields) for r in rows) == ["mathneuro (mmlu)", "mathneuro (race)"]
     assert figures._label(rows[0], figures._label_fields(rows[:1], exclude=["top_k"])) == "mathneuro"
+    # a field only one method has (LAPE's share) labels that method's line, not the others'
+    mixed = [{**point("lape", 0.1, 0), "share": "all", MATH: 0.4}, {**point("random", 0.1, 0), "share": None, MATH: 1.0}]
+    fields = figures._label_fields(mixed, exclude=["top_k"])
+    assert sorted(figures._label(r, fields) for r in mixed) == ["lape (share=all)", "random"]
 
 
 def test_data_efficiency_and_heatmap_figures(tmp_path: Path) -> None:

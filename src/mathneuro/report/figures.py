@@ -55,6 +55,8 @@ def _label(row: Mapping, fields: Sequence[str]) -> str:
     extras = []
     for field in fields[1:]:
         value = row.get(field)
+        if value is None:  # a field this point's method has not (random has no LAPE ``share``)
+            continue
         extras.append(str(value) if field == "filter" else f"{field}={value}")
     return f"{head} ({', '.join(extras)})" if extras else head
 
