@@ -48,7 +48,7 @@ def headline_metrics(metrics: Sequence[str], tasks: set[str]) -> list[str]:
     """The metrics of the configured tasks themselves: a group's subtasks (MMLU's 57 subjects) would
     make a figure of 59 panels; they stay in points.csv, the full table and paired.csv. All of
     ``metrics`` where no task is known or none matches."""
-    kept = [m for m in metrics if len(m.split("/")) >= 3 and m.split("/")[1] in tasks]
+    kept = [m for m in metrics if m.count("/") >= 2 and m.split("/", 2)[1] in tasks]
     return kept or list(metrics)
 
 
