@@ -22,6 +22,10 @@
 #                   s on the test draw ($CORE_ARITH problems, seed 0) + the MC probe, mathneuro and random
 #   core_scaling_mmlu  "non-math unchanged" of claim 3 where it can fail: the same edits (top_k 0.05, MMLU filter, draw
 #                   $CORE_SEED, s in $SCALARS (1.1)), mathneuro and random, on the multiplication test draw and MMLU test
+#   core_gsm8k      GSM8K test (lm-eval gsm8k_cot, first $GSM8K questions) on the MMLU filter's draw $CORE_SEED: scaling
+#                   at top_k 0.05 (s in $SCALARS) into core_gsm8k/scale, then pruning at top_k 0.15 into core_gsm8k/prune,
+#                   mathneuro and random each. Meant for DTYPE=bfloat16 on a CPU with bf16 units (~6 s a question on
+#                   2 threads); its points pair with their own unedited baseline, computed in the same dtype
 #   prune           top_k $TOPK: mathneuro, random, wanda, lape (RACE filter); mathneuro and random (MMLU
 #                   filter); seeds $SEEDS (bootstrap draws of N samples per set). Evaluated on test splits:
 #                   arithmetic (2-digit +/-, seed 0), GSM8K test (lm-eval gsm8k_cot, 8-shot, prefix cache, first $GSM8K),
@@ -46,7 +50,7 @@
 #   DTYPE (float32 without CUDA: a bf16 forward is ~6x slower on a CPU without bf16 units; bfloat16 with CUDA;
 #   on a CPU with avx512_bf16, DTYPE=bfloat16 ran GSM8K 3.2x faster: experiments/README.md, budget)
 #   N (100) SEEDS (0,1) TOPK (0.15; 0.15,0.05 adds 5 %) MAXLEN (512) GSM8K (100) RACE (20) MMLU (5) ARITH (100)
-#   DE_N (1,10,$N) DE_FILTER (race) DIGITS (2) CORE_OPS (["*"]) CORE_ARITH (200) SCALARS (1.1; core_scaling_mmlu) TRIALS (8) SEARCH (mathneuro; "mathneuro random" searches random too) BF16_N (96) BF16_LEN (128)
+#   DE_N (1,10,$N) DE_FILTER (race) DIGITS (2) CORE_OPS (["*"]) CORE_ARITH (200) SCALARS (1.1; core_scaling_mmlu, core_gsm8k) TRIALS (8) SEARCH (mathneuro; "mathneuro random" searches random too) BF16_N (96) BF16_LEN (128)
 #   CACHE (cache_dir; default mathneuro's). Threads: OMP_NUM_THREADS as usual. CHECK_ONLY=1: validate the
 #   stage's points and stop. PRUNE_GSM8K=0 (or GSM8K=0) drops GSM8K from prune: arithmetic only, 2.5x cheaper;
 #   the arithmetic probe writes per-example records too, so its rows are paired like GSM8K's.
@@ -59,7 +63,7 @@ set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 source experiments/lib.sh
-stage=${1:?usage: claims_1p5b.sh STAGE [overrides]   (STAGE: budget core core_race core_scaling core_scaling_mmlu prune scaling_search scaling_test data_efficiency bf16 report all)}
+stage=${1:?usage: claims_1p5b.sh STAGE [overrides]   (STAGE: budget core core_race core_scaling core_scaling_mmlu core_gsm8k prune scaling_search scaling_test data_efficiency bf16 report all)}
 shift
 extra=("$@")
 
@@ -106,6 +110,8 @@ core_val=(eval=probes 'eval.tasks=[arith,mc]' $(core_arith 100 1))
 core_test=(eval=probes 'eval.tasks=[arith,mc]' $(core_arith "${CORE_ARITH:-200}" 0))
 # shellcheck disable=SC2046
 core_test_mmlu=(eval=paper 'eval.tasks=[arith,mmlu]' $(core_arith "${CORE_ARITH:-200}" 0) eval.limits.mmlu="$MMLU")
+# shellcheck disable=SC2046
+gsm_test=(eval=paper 'eval.tasks=[gsm8k_cot]' eval.limits.gsm8k_cot="$GSM8K")
 # shellcheck disable=SC2046
 scale_val=(eval=probes 'eval.tasks=[arith,mc]' $(arith "$ARITH" 1))
 # shellcheck disable=SC2046
@@ -164,6 +170,12 @@ run_stage() {
       sweep "${mmlu[@]}" "${core_test_mmlu[@]}" intervention=scale top_k=0.05 num_samples="$N" \
             seed="${CORE_SEED:-0}" method=mathneuro,random intervention.scalar="${SCALARS:-1.1}" \
             hydra.sweep.dir="$root/core_scaling_mmlu" ;;
+    core_gsm8k)  # GSM8K test on the MMLU filter's selections: scaling at 5 %, then pruning at 15 %
+      [ "$GSM8K" != 0 ] || die "core_gsm8k needs GSM8K > 0"
+      sweep "${mmlu[@]}" "${gsm_test[@]}" intervention=scale top_k=0.05 num_samples="$N" seed="${CORE_SEED:-0}" \
+            intervention.scalar="${SCALARS:-1.1}" method=mathneuro,random hydra.sweep.dir="$root/core_gsm8k/scale"
+      sweep "${mmlu[@]}" "${gsm_test[@]}" top_k=0.15 num_samples="$N" seed="${CORE_SEED:-0}" \
+            method=mathneuro,random hydra.sweep.dir="$root/core_gsm8k/prune" ;;
     scaling_search)
       for m in ${SEARCH:-mathneuro}; do
         sweep "${race[@]}" "${scale_val[@]}" hparams_search=optuna_scalar num_samples="$N" seed=0 method="$m" \
@@ -198,7 +210,7 @@ run_stage() {
       if [ "$mode" = check ]; then return; fi
       local s found=0 pair
       # source folder under $root : destination under $results
-      for pair in core/prune:core core/scale:core_scaling/test core_scaling_search:core_scaling/search core_race:core_race core_scaling_mmlu:core_scaling_mmlu prune:prune \
+      for pair in core/prune:core core/scale:core_scaling/test core_scaling_search:core_scaling/search core_race:core_race core_scaling_mmlu:core_scaling_mmlu core_gsm8k/scale:core_gsm8k/scale core_gsm8k/prune:core_gsm8k/prune prune:prune \
                   scaling_search:scaling_search scaling_test:scaling_test data_efficiency:data_efficiency data_efficiency_mmlu:data_efficiency_mmlu budget:budget; do
         s=${pair%%:*}
         [ -d "$root/$s" ] || continue
@@ -206,7 +218,7 @@ run_stage() {
         "$py" -m mathneuro.report_cli "$root/$s" --out "$results/${pair#*:}"
       done
       [ "$found" = 1 ] || die "nothing to report under $root" ;;
-    *) die "unknown stage: $stage (budget core core_race core_scaling core_scaling_mmlu prune scaling_search scaling_test data_efficiency bf16 report all)" ;;
+    *) die "unknown stage: $stage (budget core core_race core_scaling core_scaling_mmlu core_gsm8k prune scaling_search scaling_test data_efficiency bf16 report all)" ;;
   esac
 }
 
