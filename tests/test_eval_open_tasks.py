@@ -14,7 +14,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from mathneuro.evaluation import EvalConfig, Evaluator
-from mathneuro.evaluation.samples import column_mean, read_records
+from mathneuro.evaluation.samples import column_mean, read_records, records_from_lm_eval
 from mathneuro.tiny import tiny_model
 
 MC_YAML = """\
@@ -144,7 +144,9 @@ def test_user_yamls_run_through_include_path_with_sides_limits_and_records(user_
     for metric in ("exact_match", "math_verify"):
         assert column_mean(ev.last_samples["my_math"], metric) == pytest.approx(metrics[f"math/my_math/{metric}"])
     assert all(isinstance(r["answer"], str) for r in ev.last_samples["my_math"])
-    assert "answer" not in ev.last_samples["my_mc"][0]
+    # no filter list: the answer is the raw generation, which the records keep too
+    assert all(r["response"] == r["answer"] for r in ev.last_samples["my_math"])
+    assert "answer" not in ev.last_samples["my_mc"][0] and "response" not in ev.last_samples["my_mc"][0]
     suite = ev.last_samples["my_mc2"] + ev.last_samples["my_mc3"]
     assert len(suite) == 4 and column_mean(suite, "acc") == pytest.approx(metrics["nonmath/my_suite/acc"])
     # the group's pooled records: both subtasks' examples, tagged, whose mean is the group's metric
@@ -152,6 +154,25 @@ def test_user_yamls_run_through_include_path_with_sides_limits_and_records(user_
     assert sorted((r["subtask"], r["doc_id"]) for r in pooled) == [("my_mc2", 0), ("my_mc2", 1), ("my_mc3", 0),
                                                                   ("my_mc3", 1)]
     assert column_mean(pooled, "acc") == pytest.approx(metrics["nonmath/my_suite/acc"])
+
+
+def test_records_keep_each_filters_answer_and_the_raw_generation():
+    """lm-eval logs one sample per (example, filter); a record joins them: every filter's score and answer, the
+    first filter's answer as ``answer``, the raw generation as ``response`` (what shows why filters disagree)."""
+    response = "She has 3 + 15 = 18 apples. The answer is 18.\n\nThat is 2 more than 16."
+    logged = [
+        {"doc_id": 0, "filter": "strict-match", "metrics": ["exact_match"], "exact_match": 1.0,
+         "resps": [[response]], "filtered_resps": ["18"]},
+        {"doc_id": 0, "filter": "flexible-extract", "metrics": ["exact_match"], "exact_match": 0.0,
+         "resps": [[response]], "filtered_resps": ["16."]},
+        {"doc_id": 1, "filter": "none", "metrics": ["acc"], "acc": True,  # a multiple-choice example
+         "resps": [[["-1.5", False]], [["-0.5", True]]], "filtered_resps": [["-1.5", False], ["-0.5", True]]},
+    ]
+    gen, mc = records_from_lm_eval(logged)
+    assert gen == {"doc_id": 0, "exact_match,strict-match": 1.0, "exact_match,flexible-extract": 0.0,
+                   "answer": "18", "answer,strict-match": "18", "answer,flexible-extract": "16.",
+                   "response": response}
+    assert mc == {"doc_id": 1, "acc": 1.0}
 
 
 def test_fingerprint_follows_user_task_files_not_log_samples(user_root):

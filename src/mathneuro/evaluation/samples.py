@@ -3,8 +3,9 @@
 One record per evaluated example: ``{"doc_id": int, "<metric>": number, ..., "answer": str}``
 where the metric names are exactly those of ``results.json`` after the ``<side>/<task>/`` prefix
 (``acc``, ``acc_norm``, ``exact_match,strict-match``...), so the mean of a column is the reported
-metric; ``answer`` (generation tasks only) is the filtered / extracted answer (of the first filter
-when a task has several). Metrics whose per-example value is not a number (perplexities,
+metric; for generation tasks ``answer`` is the filtered / extracted answer of the first filter,
+``answer,<filter>`` each filter's (lm-eval's ``gsm8k_cot`` has ``strict-match`` and ``flexible-extract``)
+and ``response`` the model's raw generation, so a metric's surprises can be read off the records. Metrics whose per-example value is not a number (perplexities,
 corpus-level scores such as BLEU: lm-eval aggregates them from tuples) are left out.
 Files: ``<dir>/<task>.jsonl``, one per evaluated task (each subtask of a group its own); a group
 also gets its pooled records (:func:`pooled_records`: every subtask's, tagged with ``subtask``), so
@@ -56,8 +57,13 @@ def records_from_lm_eval(logged: Iterable[Mapping[str, Any]]) -> list[dict[str, 
             if value is not None:
                 record[metric_name(metric, filter_key)] = value
         resps = sample.get("filtered_resps")
-        if "answer" not in record and isinstance(resps, list) and resps and all(isinstance(r, str) for r in resps):
-            record["answer"] = resps[0]
+        if isinstance(resps, list) and resps and all(isinstance(r, str) for r in resps):
+            record.setdefault("answer", resps[0])
+            if filter_key != "none":
+                record[f"answer,{filter_key}"] = resps[0]
+        raw = sample.get("resps")  # [[generation]] per request for generate_until; tuples for loglikelihood
+        if isinstance(raw, list) and raw and isinstance(raw[0], list) and raw[0] and isinstance(raw[0][0], str):
+            record.setdefault("response", raw[0][0])
     return [by_doc[k] for k in sorted(by_doc)]
 
 
