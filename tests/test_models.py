@@ -14,9 +14,10 @@ import torch
 from gguf import quants
 
 from mathneuro import embedded, models
+from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.models import gguf as conversion
 from mathneuro.models import load_model, model_identity, resolve_device, resolve_dtype
-from mathneuro.tiny import tiny_model
+from mathneuro.tiny import byte_tokenizer, tiny_model
 
 pytestmark = pytest.mark.integration  # real files, subprocesses or lm-eval: see Makefile test tiers
 
@@ -245,6 +246,22 @@ def test_gguf_load_matches_the_decoded_weights(tiny_gguf, tmp_path):
     assert model.config.tie_word_embeddings
     torch.testing.assert_close(logits(model, gtok), logits(reference, tok), rtol=1e-5, atol=1e-5)
     assert not model.training and all(not p.requires_grad for p in model.parameters())
+
+
+def test_gguf_generation_stops_at_every_end_of_text_token_of_its_tokenizer(tiny_gguf, tmp_path):
+    """A GGUF records one eos; Qwen2.5-Instruct's own generation config also stops at <|endoftext|>, which it emits
+    after few-shot answers. A GGUF model gets the same stops, fresh from the conversion and reloaded from its cache."""
+    qwen_tok = byte_tokenizer(("<|endoftext|>", "<s>", "<|im_end|>"))  # Qwen's pad and eos at ids 0 and 2
+    model, _ = tiny_model("llama", seed=3)
+    path = tmp_path / "qwen-like.gguf"
+    write_tiny_gguf(model, qwen_tok, path)
+    for _ in ("converted", "reloaded"):
+        loaded, tok = load_model(str(path), dtype="float32", device="cpu", cache_dir=str(tmp_path / "c"))
+        assert tok.eos_token == "<|im_end|>" and loaded.generation_config.eos_token_id == [2, 0]
+        assert generation_eos_ids(loaded) == {0, 2}
+    plain_path, _, _ = tiny_gguf  # <pad> <s> </s>: no other end-of-text token, the eos stays a single id
+    plain, _ = load_model(str(plain_path), dtype="float32", device="cpu", cache_dir=str(tmp_path / "c"))
+    assert plain.generation_config.eos_token_id == 2
 
 
 def test_gguf_conversion_is_cached_and_reused(tiny_gguf, tmp_path, monkeypatch):

@@ -337,12 +337,12 @@ def _finish_baseline_elsewhere(bench, key: str, lock, metrics: dict, delay: floa
 
 def test_processes_sharing_a_cache_evaluate_the_baseline_once(tiny_dir, tmp_path):
 
-    from mathneuro.workbench import _hash, get_workbench
+    from mathneuro.workbench import get_workbench
 
     cfg = OmegaConf.to_object(compose_cfg([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=quick",
                                            "eval.limit=2", "logger=none"]))
     bench = get_workbench(cfg)
-    key = _hash({"model": bench.identity, "eval": cfg.eval.fingerprint()})
+    key = bench.baseline_key(cfg.eval)
     lock = bench.cache.lock(f"baseline-{key}").acquire()  # another process is evaluating the baseline
     planted = {"math/arith/exact_match": 0.123456}  # a value no evaluation of 2 problems can give
 
@@ -357,12 +357,12 @@ def test_a_point_evaluates_its_edit_first_while_another_process_evaluates_the_ba
     """A worker that finds the unedited model being evaluated elsewhere does not sit idle on the lock:
     it evaluates its edit, then reads the other process's baseline."""
 
-    from mathneuro.workbench import _hash, get_workbench
+    from mathneuro.workbench import get_workbench
 
     cfg = OmegaConf.to_object(compose_cfg([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=quick",
                                            "eval.limit=2", "logger=none", "top_k=0.2"]))
     bench = get_workbench(cfg)
-    key = _hash({"model": bench.identity, "eval": cfg.eval.fingerprint()})
+    key = bench.baseline_key(cfg.eval)
     lock = bench.cache.lock(f"baseline-{key}").acquire()  # another process is evaluating the baseline
     planted = {"math/arith/exact_match": 0.123456, "nonmath/mc/acc": 0.654321}
 

@@ -15,17 +15,19 @@ ARCHITECTURES = ("llama", "qwen2", "gemma2", "gemma3", "phi")
 _SPECIALS = ["<pad>", "<s>", "</s>"]
 
 
-def byte_tokenizer() -> PreTrainedTokenizerFast:
-    """A real byte-level tokenizer (256 byte tokens + pad/bos/eos), built offline."""
+def byte_tokenizer(specials: tuple[str, str, str] = tuple(_SPECIALS)) -> PreTrainedTokenizerFast:
+    """A real byte-level tokenizer (pad, bos, eos at ids 0-2, then 256 byte tokens), built offline.
+
+    ``specials`` names the pad, bos and eos tokens (a model family's own names, e.g. Qwen's)."""
     alphabet = pre_tokenizers.ByteLevel.alphabet()
-    vocab = {tok: i for i, tok in enumerate(_SPECIALS)}
+    vocab = {tok: i for i, tok in enumerate(specials)}
     for ch in sorted(alphabet):
         vocab[ch] = len(vocab)
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token=None
+        tokenizer_object=tok, pad_token=specials[0], bos_token=specials[1], eos_token=specials[2], unk_token=None
     )
     fast.padding_side = "right"
     return fast

@@ -21,6 +21,7 @@ import torch
 from mathneuro.cache import StatisticsCache, cached_statistics
 from mathneuro.config import Config, ConfigError
 from mathneuro.data import draw_samples, load_records, render, sample_ids_hash
+from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, write_samples
 from mathneuro.method_registry import MethodInputs, resolve_method
 from mathneuro.models import load_model, model_identity
@@ -128,16 +129,22 @@ class Workbench:
             self.evaluators[key] = Evaluator(self.model, self.tokenizer, eval_cfg)
         return self.evaluators[key]
 
+    def baseline_key(self, eval_cfg: Any) -> str:
+        """The unedited model's evaluation is cached per model, eval config and the tokens generation stops at
+        (which a GGUF model's generation config gained later than its weights' identity)."""
+        stops = sorted(generation_eos_ids(self.model))
+        return _hash({"model": self.identity, "eval": eval_cfg.fingerprint(), "generation_eos_ids": stops})
+
     def baseline_samples_dir(self, eval_cfg: Any) -> Path | None:
         """Where the unedited model's per-example records for ``eval_cfg`` live (None without a cache dir)."""
-        key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
+        key = self.baseline_key(eval_cfg)
         return self.cache.root / "baselines" / key / SAMPLES_DIR if self.cache.root else None
 
     def baseline_running_elsewhere(self, eval_cfg: Any, samples_dir: Path | None = None) -> dict | None:
         """Who is evaluating the unedited model for ``eval_cfg`` now, if another process is and its
         result is not stored yet (else None). A caller can then evaluate its edit first instead of
         waiting for the lock, and read the baseline afterwards."""
-        key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
+        key = self.baseline_key(eval_cfg)
         if self.cache.root is None or (
                 (key in self.baselines or (self.cache.root / "baselines" / f"{key}.json").exists())
                 and not _samples_missing(eval_cfg, samples_dir)):
@@ -153,7 +160,7 @@ class Workbench:
         cache evaluate it once: the one evaluating holds ``<cache>/locks/baseline-<key>.lock``, the
         others wait for it and read its result.
         """
-        key = _hash({"model": self.identity, "eval": eval_cfg.fingerprint()})
+        key = self.baseline_key(eval_cfg)
 
         def need_samples() -> bool:
             return _samples_missing(eval_cfg, samples_dir)

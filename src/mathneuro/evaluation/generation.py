@@ -27,13 +27,16 @@ def model_device(model: torch.nn.Module) -> torch.device:
         return next(model.parameters()).device
 
 
+def generation_eos_ids(model: torch.nn.Module) -> set[int]:
+    """The token ids at which ``model.generate`` stops (its generation config's ``eos_token_id``, one or a list)."""
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    return {int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos]) if e is not None}
+
+
 def _eos_ids(model: torch.nn.Module, tokenizer) -> set[int]:
-    ids: set[int] = set()
-    gen_cfg = getattr(model, "generation_config", None)
-    for source in (getattr(gen_cfg, "eos_token_id", None), tokenizer.eos_token_id):
-        if source is None:
-            continue
-        ids.update(source if isinstance(source, (list, tuple)) else [source])
+    ids = generation_eos_ids(model)
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
     return ids
 
 

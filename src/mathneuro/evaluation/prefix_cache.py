@@ -48,7 +48,7 @@ import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
-from mathneuro.evaluation.generation import cache_kwarg, last_logit_only, returned_cache
+from mathneuro.evaluation.generation import cache_kwarg, generation_eos_ids, last_logit_only, returned_cache
 from mathneuro.evaluation.last_token import one_token_groups, score_last_tokens
 from mathneuro.evaluation.shared_context import score_shared_context, shared_context_groups
 
@@ -320,12 +320,6 @@ class PrefixCacheHFLM(HFLM):
         pad = self.tokenizer.pad_token_id
         return int(pad) if pad is not None else int(self.eot_token_id)
 
-    def _eos_ids(self) -> set[int]:
-        eos = getattr(self.model.generation_config, "eos_token_id", None)
-        if eos is None:
-            return set()
-        return {int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])}
-
     @torch.no_grad()
     def _greedy_from_cache(self, ids: torch.Tensor, mask: torch.Tensor, plen: int, cache, max_length: int,
                            stop: list[str], pad_id: int) -> torch.Tensor:
@@ -340,7 +334,7 @@ class PrefixCacheHFLM(HFLM):
         out = torch.full((n, budget), pad_id, dtype=torch.long)
         if budget == 0:
             return ids
-        eos = self._eos_ids()
+        eos = generation_eos_ids(self.model)
         watch = _StopWatch(self.tokenizer, stop)
         suffix_mask = mask[:, plen:]
         positions = (plen + suffix_mask.cumsum(-1) - 1).clamp(min=max(plen - 1, 0))

@@ -26,6 +26,37 @@ _MARKER = "mathneuro_gguf_source.json"  # written last inside a conversion folde
 _CONVERSION_FORMAT = 1  # bump to invalidate every cached conversion
 
 
+# Special tokens that end a generation wherever a GGUF's tokenizer has them. A GGUF records one eos id, while
+# the model's own generation config may list several: Qwen2.5-Instruct's stops at <|im_end|> (the GGUF's eos)
+# and at <|endoftext|>, which it emits after a few-shot answer. Without the second, every GSM8K answer ran on
+# to the token limit with an invented next exchange. llama.cpp treats the same tokens as end of generation.
+END_OF_GENERATION_TOKENS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>",
+                            "<|end|>", "<end_of_turn>", "<|return|>", "<｜end▁of▁sentence｜>")
+
+
+def end_of_generation_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """The tokenizer's eos id, then those of its other special end-of-text / end-of-turn tokens."""
+    ids = [int(tokenizer.eos_token_id)] if tokenizer.eos_token_id is not None else []
+    added = tokenizer.get_added_vocab()
+    for token in END_OF_GENERATION_TOKENS:
+        if token in added and int(added[token]) not in ids:
+            ids.append(int(added[token]))
+    return ids
+
+
+def mark_end_of_generation(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Let generation stop at every end-of-generation token of a GGUF model's tokenizer, not only its eos."""
+    config = getattr(model, "generation_config", None)
+    if config is None:
+        return
+    current = config.eos_token_id
+    ids = [int(i) for i in (current if isinstance(current, (list, tuple)) else [current]) if i is not None]
+    vocab = getattr(model.config, "vocab_size", None)  # a converter may add tokens the model cannot emit
+    ids += [i for i in end_of_generation_ids(tokenizer) if i not in ids and (vocab is None or i < vocab)]
+    if ids:
+        config.eos_token_id = ids[0] if len(ids) == 1 else ids
+
+
 def _check_plain(model: PreTrainedModel, where: str) -> None:
     """Every parameter must be a float tensor: packed/quantised weights cannot be scored or edited."""
     bad = [n for n, p in model.named_parameters() if not p.dtype.is_floating_point]

@@ -112,6 +112,7 @@ def load_model(
         else:  # converted by another process, or a device_map load that places the weights itself
             converted = None  # drop this process's converted copy before reading the folder again
             model, tokenizer = _load_pretrained(str(folder), torch_dtype, torch_device, device_map, None, False)
+        conversion.mark_end_of_generation(model, tokenizer)
     else:
         try:
             config = AutoConfig.from_pretrained(source.location, revision=revision, trust_remote_code=trust_remote_code)
