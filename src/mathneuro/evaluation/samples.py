@@ -3,10 +3,11 @@
 One record per evaluated example: ``{"doc_id": int, "<metric>": number, ..., "answer": str}``
 where the metric names are exactly those of ``results.json`` after the ``<side>/<task>/`` prefix
 (``acc``, ``acc_norm``, ``exact_match,strict-match``...), so the mean of a column is the reported
-metric; for generation tasks ``answer`` is the filtered / extracted answer of the first filter,
+metric. For generation tasks ``answer`` is the filtered / extracted answer of the first filter,
 ``answer,<filter>`` each filter's (lm-eval's ``gsm8k_cot`` has ``strict-match`` and ``flexible-extract``)
-and ``response`` the model's raw generation, so a metric's surprises can be read off the records. Metrics whose per-example value is not a number (perplexities,
-corpus-level scores such as BLEU: lm-eval aggregates them from tuples) are left out.
+and ``response`` the model's raw generation, so a metric's surprises can be read off the records.
+Metrics whose per-example value is not a number (perplexities, corpus-level scores such as BLEU:
+lm-eval aggregates them from tuples) are left out.
 Files: ``<dir>/<task>.jsonl``, one per evaluated task (each subtask of a group its own); a group
 also gets its pooled records (:func:`pooled_records`: every subtask's, tagged with ``subtask``), so
 that a group of many small subtasks (MMLU, a few questions per subject) can be compared as a whole.
