@@ -24,7 +24,7 @@ import torch
 from mathneuro.analysis import overlap
 from mathneuro.cache import StatisticsCache
 from mathneuro.embedded import cache_root
-from mathneuro.methods import module_of, topk_count, topk_mask, weight_scores
+from mathneuro.methods import mathneuro_selection, wanda_selection
 from mathneuro.models import load_model
 from mathneuro.targets import find_target_linears, weight_parameters
 
@@ -50,15 +50,14 @@ def point_inputs(run: Path, cache: StatisticsCache) -> dict:
 
 
 def selections(weights: dict[str, torch.Tensor], point: dict, top_k: float) -> tuple[dict, dict]:
-    """(M, math top-K set) per weight matrix for one point at ``top_k``, |W| in the point's dtype."""
+    """(M, math top-K set) per weight matrix for one point at ``top_k``, |W| in the point's dtype: the
+    runner's own selections (the math top-K set is what ``wanda`` selects), one matrix at a time so that
+    only one rounded copy is held."""
     m, math = {}, {}
     for name, weight in weights.items():
-        w = weight.to(DTYPES[point["dtype"]])
-        module, k = module_of(name), topk_count(w.numel(), top_k)
-        top = topk_mask(weight_scores(w, point["task"].get(module, "norm")), k)
-        math[name] = top.clone()
-        top &= ~topk_mask(weight_scores(w, point["filter"].get(module, "norm")), k)
-        m[name] = top
+        one = {name: weight.to(DTYPES[point["dtype"]])}
+        m[name] = mathneuro_selection(one, point["task"], [point["filter"]], top_k).masks[name]
+        math[name] = wanda_selection(one, point["task"], top_k).masks[name]
     return m, math
 
 
