@@ -24,8 +24,9 @@
 #                   $CORE_SEED, s in $SCALARS (1.1)), mathneuro and random, on the multiplication test draw and MMLU test
 #   core_gsm8k      GSM8K test (lm-eval gsm8k_cot, first $GSM8K questions) on the MMLU filter's draw $CORE_SEED: scaling
 #                   at top_k 0.05 (s in $SCALARS) into core_gsm8k/scale, then pruning at top_k 0.15 into core_gsm8k/prune,
-#                   mathneuro and random each. Meant for DTYPE=bfloat16 on a CPU with bf16 units (~3.5 s a question on
-#                   2 threads); its points pair with their own unedited baseline, computed in the same dtype
+#                   mathneuro and random each (METHODS=wanda,lape sets the pruning's methods instead). Meant for
+#                   DTYPE=bfloat16 on a CPU with bf16 units (~3.5 s a question on 2 threads); its points pair with
+#                   their own unedited baseline, computed in the same dtype
 #   prune           top_k $TOPK: mathneuro, random, wanda, lape (RACE filter); mathneuro and random (MMLU
 #                   filter); seeds $SEEDS (bootstrap draws of N samples per set). Evaluated on test splits:
 #                   arithmetic (2-digit +/-, seed 0), GSM8K test (lm-eval gsm8k_cot, 8-shot, prefix cache, first $GSM8K),
@@ -175,7 +176,7 @@ run_stage() {
       sweep "${mmlu[@]}" "${gsm_test[@]}" intervention=scale top_k=0.05 num_samples="$N" seed="${CORE_SEED:-0}" \
             intervention.scalar="${SCALARS:-1.1}" method=mathneuro,random hydra.sweep.dir="$root/core_gsm8k/scale"
       sweep "${mmlu[@]}" "${gsm_test[@]}" top_k=0.15 num_samples="$N" seed="${CORE_SEED:-0}" \
-            method=mathneuro,random hydra.sweep.dir="$root/core_gsm8k/prune" ;;
+            method="${METHODS:-mathneuro,random}" hydra.sweep.dir="$root/core_gsm8k/prune" ;;
     scaling_search)
       for m in ${SEARCH:-mathneuro}; do
         sweep "${race[@]}" "${scale_val[@]}" hparams_search=optuna_scalar num_samples="$N" seed=0 method="$m" \
