@@ -12,6 +12,7 @@ from mathneuro.methods import (
     lape_saturation_top_k,
     lape_selection,
     mathneuro_selection,
+    random_neuron_selection,
     random_selection,
     topk_count,
     topk_mask,
@@ -127,6 +128,25 @@ def test_random_matches_counts_per_matrix_and_is_seeded(scored):
     assert a.counts() == ref.counts()
     assert all(torch.equal(a.masks[n], b.masks[n]) for n in shapes)
     assert any(not torch.equal(a.masks[n], c.masks[n]) for n in shapes)
+
+
+def test_random_neurons_match_lape_counts_per_layer_and_are_seeded():
+    math, filt = _lape([MATH_POS, FILT_POS], [100, 100])
+    lape = lape_selection(math, [filt], 0.5)
+    widths = {m: math.get(m, "positive").numel() for m in math.modules()}
+    a = random_neuron_selection(widths, lape.counts(), seed=3)
+    b = random_neuron_selection(widths, lape.counts(), seed=3)
+    assert a.counts() == {m: lape.counts().get(m, 0) for m in widths} and sum(a.counts().values()) > 0
+    for m, idx in a.neurons.items():
+        assert len(set(idx.tolist())) == idx.numel() and (0 <= idx).all() and (idx < widths[m]).all()
+        assert torch.equal(idx, b.neurons[m])
+    m = next(m for m, n in lape.counts().items() if 0 < n < widths[m])
+    draws = {tuple(random_neuron_selection(widths, lape.counts(), seed=s).neurons[m].tolist()) for s in range(20)}
+    assert len(draws) > 1  # the seed moves the draw
+    with pytest.raises(ValueError, match="outside"):
+        random_neuron_selection(widths, {"layer0": 11}, seed=0)
+    with pytest.raises(ValueError, match="without a width"):
+        random_neuron_selection(widths, {"layer9": 1}, seed=0)
 
 
 def _lape(positive_by_task, tokens):

@@ -225,3 +225,21 @@ def test_multirun_callback_writes_paired_csv_and_wandb_gets_the_table(sweep: Pat
     log_report_to_wandb(write_report(sweep), run)
     table = run.logged["report/paired"]
     assert list(table.columns)[: len(paired.COLUMNS)] == list(paired.COLUMNS) and len(table.data) == 8
+
+
+def test_lape_is_paired_with_random_neurons_as_well_as_random(tmp_path: Path) -> None:
+    root = tmp_path / "sweep"
+    write_samples(root / "baseline_samples", GSM, RACE)
+    write_point(root, "0", "lape", 0, {"gsm": lose(GSM, 12), "race": lose(RACE, 3)})
+    write_point(root, "1", "random", 0, {"gsm": lose(GSM, 1), "race": RACE})
+    write_point(root, "2", "random_neurons", 0, {"gsm": lose(GSM, 4), "race": lose(RACE, 2)})
+    write_point(root, "3", "mathneuro", 0, {"gsm": lose(GSM, 9), "race": RACE})
+    rows = paired.paired_comparisons(root, resamples=300)
+    got = {(r["method"], r["reference"], r["task"]): r["diff"] for r in rows}
+    assert got[("lape", "random_neurons", "gsm8k")] == pytest.approx((-12 + 4) / 30)
+    assert got[("lape", "random_neurons", "race")] == pytest.approx((-3 + 2) / 40)
+    assert got[("lape", "random", "gsm8k")] == pytest.approx((-12 + 1) / 30)
+    assert got[("random_neurons", "baseline", "gsm8k")] == pytest.approx(-4 / 30)
+    # random_neurons is LAPE's reference only; a reference itself is compared with the baseline only
+    assert {k[1] for k in got if k[0] == "mathneuro"} == {"baseline", "random"}
+    assert {k[1] for k in got if k[0] in ("random", "random_neurons")} == {"baseline"}

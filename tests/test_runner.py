@@ -12,12 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from mathneuro.cli import config_dir, job_dirname
 from mathneuro.config import ConfigError, register_configs
 from mathneuro.runner import run_point
+from mathneuro.selection import Selection
 
 pytestmark = pytest.mark.integration  # real files, subprocesses or lm-eval: see Makefile test tiers
 
@@ -230,6 +232,18 @@ def test_lape_results_name_the_rule_and_report_saturation(tiny_dir, tmp_path, ca
     assert res["point"]["share"] == "candidates"
     assert lape["num_kept"] == int(0.5 * lape["num_candidates"]) and lape["saturated"] is False
     assert not [r for r in caplog.records if "selects nothing new" in r.getMessage()]
+
+
+def test_random_neurons_zero_as_many_neurons_per_layer_as_lape(tiny_dir, tmp_path):
+    base = [*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", "logger=none", "top_k=0.5",
+            "save_selection=true"]
+    lape = run_point(OmegaConf.to_object(compose_cfg([*base, "method=lape"])), tmp_path / "lape")
+    rand = run_point(OmegaConf.to_object(compose_cfg([*base, "method=random_neurons"])), tmp_path / "rand")
+    assert rand["selection"]["num_selected"] == lape["selection"]["num_selected"] > 0
+    assert rand["selection"]["per_layer"] == lape["selection"]["per_layer"]
+    assert rand["point"]["share"] == "all" and rand["selection"]["lape"]["num_kept"] == lape["selection"]["lape"]["num_kept"]
+    chosen = {p.name: Selection.load(p / "selection.safetensors").neurons for p in (tmp_path / "lape", tmp_path / "rand")}
+    assert any(not torch.equal(chosen["lape"][m], chosen["rand"][m]) for m in chosen["lape"])
 
 
 def test_resume_recomputes_lape_points_made_with_the_earlier_rule(tiny_dir, tmp_path):

@@ -14,6 +14,7 @@ from mathneuro.methods import (
     lape_saturation_message,
     lape_selection,
     mathneuro_selection,
+    random_neuron_selection,
     random_selection,
     wanda_selection,
 )
@@ -65,6 +66,11 @@ class LapeConfig(MethodConfig):
                 raise ValueError(f"{key}.{name}: must be in (0, 1), got {value!r}")
 
 
+@dataclass
+class RandomNeuronsConfig(LapeConfig):
+    name: str = "random_neurons"
+
+
 @register_method("mathneuro", needs=("linear_inputs",), config=MathNeuroConfig, topk_per_matrix=True)
 def mathneuro_method(inputs: MethodInputs, cfg: MathNeuroConfig) -> Selection:
     """Top-K of the task score minus the union of the filters' top-K, per matrix."""
@@ -104,4 +110,16 @@ def lape_method(inputs: MethodInputs, cfg: LapeConfig) -> Selection:
     message = lape_saturation_message(sel.meta)
     if message:
         log.warning(message)
+    return sel
+
+
+@register_method("random_neurons", needs=("lape",), config=RandomNeuronsConfig)
+def random_neurons_method(inputs: MethodInputs, cfg: RandomNeuronsConfig) -> Selection:
+    """In every MLP layer as many neurons as LAPE (same settings) keeps there, drawn with ``seed``:
+    LAPE's random reference at its own size (``random`` matches MathNeuro's weight counts instead)."""
+    reference = lape_selection(inputs.task["lape"], inputs.filter_stats("lape"), inputs.top_k,
+                               filter_rate=cfg.filter_rate, activation_bar=cfg.activation_bar, share=cfg.share)
+    widths = {m: inputs.task["lape"].get(m, "positive").numel() for m in inputs.task["lape"].modules()}
+    sel = random_neuron_selection(widths, reference.counts(), inputs.seed)
+    sel.meta.update(reference="lape", lape=reference.meta)
     return sel

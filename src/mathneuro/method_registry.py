@@ -99,7 +99,7 @@ class MethodSpec:
 # A plain function named by import path scores linears and has the shared settings only.
 METHODS: Registry[MethodSpec] = Registry("method", "method.name", MethodSpec, ATTRIBUTE,
                                          plain=lambda fn, name: MethodSpec(name, fn))
-for _name in ("mathneuro", "wanda", "wanda_row", "random", "lape"):
+for _name in ("mathneuro", "wanda", "wanda_row", "random", "lape", "random_neurons"):
     METHODS.register(_name, f"mathneuro.builtin_methods:{_name}_method")
 
 
@@ -128,7 +128,7 @@ def register_method(name: str, target: str | None = None, *, needs: Sequence[str
 def _builtin_fields() -> dict[str, Any]:
     """Every setting of a built-in method with its default: the keys a ``method`` node always accepts."""
     out: dict[str, Any] = {}
-    for name in ("mathneuro", "wanda", "wanda_row", "random", "lape"):
+    for name in ("mathneuro", "wanda", "wanda_row", "random", "lape", "random_neurons"):
         for f in dataclasses.fields(METHODS.get(name).config):
             if f.default is not dataclasses.MISSING:
                 out.setdefault(f.name, f.default)

@@ -4,7 +4,8 @@
   (SPEC §2); several filters combine as a union of their top-K sets.
 - ``wanda``: the paper's ablation — top-K of the math score alone, per matrix; ``wanda_row``:
   Wanda proper, |W|·sqrt(Σx²), top-K per output row.
-- ``random``: in every matrix exactly as many weights as a reference selection holds there.
+- ``random``: in every matrix exactly as many weights as a reference selection holds there;
+  ``random_neurons``: in every MLP layer as many neurons as LAPE keeps there, drawn at random.
 - ``lape``: MLP neurons specific to the math task by activation-probability entropy (SPEC §4);
   top_k is a share of all MLP neurons as in the original (``share="all"``), or of the candidate
   neurons (``share="candidates"``, the variant this project used first).
@@ -23,7 +24,9 @@ import torch
 from mathneuro.selection import Selection
 from mathneuro.statistics import Statistics
 
-METHODS = ("mathneuro", "wanda", "wanda_row", "random", "lape")
+METHODS = ("mathneuro", "wanda", "wanda_row", "random", "lape", "random_neurons")
+#: Methods whose size comes from LAPE's rule (method.share, filter_rate, activation_bar).
+LAPE_SIZED = ("lape", "random_neurons")
 
 
 def check_fraction(value: float, key: str = "top_k") -> float:
@@ -137,6 +140,23 @@ def random_selection(
             flat[torch.randperm(numel, generator=gen)[:count]] = True
         masks[name] = flat.view(shape)
     return Selection(masks, method="random", meta={"seed": int(seed)})
+
+
+def random_neuron_selection(widths: Mapping[str, int], counts: Mapping[str, int], seed: int) -> Selection:
+    """In every MLP module exactly ``counts[module]`` of its ``widths[module]`` neurons, drawn uniformly
+    without replacement (seeded): the random reference of a neuron-level method (LAPE) at its own size."""
+    gen = torch.Generator().manual_seed(int(seed))
+    unknown = sorted(set(counts) - set(widths))
+    if unknown:
+        raise ValueError(f"random_neurons: counts for modules without a width: {', '.join(unknown)}")
+    neurons = {}
+    for module in sorted(widths):
+        width, count = int(widths[module]), int(counts.get(module, 0))
+        if not 0 <= count <= width:
+            raise ValueError(f"random_neurons: count {count} for {module} outside [0, {width}]")
+        drawn = torch.randperm(width, generator=gen)[:count]
+        neurons[module] = torch.sort(drawn).values.to(torch.int64)
+    return Selection(neurons=neurons, method="random_neurons", meta={"seed": int(seed)})
 
 
 LAPE_SHARES = ("all", "candidates")

@@ -8,7 +8,9 @@ With per-example records (``eval.log_samples=true``: ``<run dir>/samples/<task>.
 
 - ``baseline``: the unedited model on the same examples, and
 - ``random``: the ``random`` point of the same model, identification task, filter, intervention,
-  scale factor, top-K, N and seed (the same count of weights, drawn at random),
+  scale factor, top-K, N and seed (the same count of weights, drawn at random), and, for ``lape``,
+- ``random_neurons``: the ``random_neurons`` point of the same fields (as many MLP neurons per layer
+  as LAPE zeroes, drawn at random: LAPE's reference at its own size),
 
 per evaluated task and metric, on the doc_ids both records share.
 
@@ -43,6 +45,8 @@ EXTRA_COLUMNS = ("side", "model", "filter", "intervention", "num_samples")
 #: Point fields that must agree between an edited point and its ``random`` reference (seed too).
 MATCH_FIELDS = ("model", "task", "filter", "intervention", "scalar", "top_k", "num_samples")
 RANDOM = "random"
+#: Random reference methods -> the edited methods each one is the reference of (None: every method).
+RANDOM_REFERENCES: dict[str, tuple[str, ...] | None] = {RANDOM: None, "random_neurons": ("lape",)}
 BASELINE = "baseline"
 DEFAULT_RESAMPLES = 5000
 _CHUNK_ENTRIES = 4_000_000  # bootstrap indices held at once (32 MB of int64)
@@ -214,7 +218,8 @@ def _load_sources(sources: Any) -> tuple[list[dict], list[str]]:
 
 def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95,
                   seed: int = 0) -> PairedReport:
-    """Every edited point against the unedited baseline and against its ``random`` point.
+    """Every edited point against the unedited baseline and its random reference(s): ``random``, and
+    ``random_neurons`` for ``lape`` (:data:`RANDOM_REFERENCES`).
 
     ``sources``: a sweep directory, a list of run/sweep directories, or results mappings (as
     :func:`mathneuro.report.load_results` returns them, with ``_dir``). Seeds of the same point are
@@ -238,12 +243,12 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
 
     group_fields = ("method", *MATCH_FIELDS)
     groups: dict[tuple, list[tuple[Mapping, PointRecords]]] = {}
-    randoms: dict[tuple, PointRecords] = {}
+    randoms: dict[str, dict[tuple, PointRecords]] = {name: {} for name in RANDOM_REFERENCES}
     for result, recs in with_records:
         point = result.get("point") or {}
         groups.setdefault(_group_key(point, group_fields), []).append((result, recs))
-        if point.get("method") == RANDOM:
-            randoms[_group_key(point, (*MATCH_FIELDS, "seed"))] = recs
+        if point.get("method") in RANDOM_REFERENCES:
+            randoms[point["method"]][_group_key(point, (*MATCH_FIELDS, "seed"))] = recs
     rows: list[dict] = []
     for gkey in sorted(groups, key=lambda k: tuple(_sort_value(v) for v in k)):
         members = sorted(groups[gkey], key=lambda m: _sort_value((m[0].get("point") or {}).get("seed")))
@@ -255,20 +260,23 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
             notes.append(f"{label}: {len(members) - len(pairs_base)} seed(s) name no baseline_dir; "
                          "not compared with the baseline")
         rows += _compare(point, BASELINE, pairs_base, resamples, confidence, seed, notes, label)
-        if point.get("method") == RANDOM:
+        if point.get("method") in RANDOM_REFERENCES:
             continue
-        pairs_rand = []
-        for result, recs in members:
-            ref = randoms.get(_group_key(result.get("point") or {}, (*MATCH_FIELDS, "seed")))
-            if ref is not None:
-                pairs_rand.append((recs, ref))
-        if not pairs_rand:
-            if randoms:
-                notes.append(f"{label}: no random point with per-example records at the same top-K, seed and "
-                             "filter; not compared with random")
-            continue
-        rows += _compare(point, RANDOM, pairs_rand, resamples, confidence, seed, notes, label)
-    if not randoms:
+        for name, serves in RANDOM_REFERENCES.items():
+            if serves is not None and point.get("method") not in serves:
+                continue
+            pairs_rand = []
+            for result, recs in members:
+                ref = randoms[name].get(_group_key(result.get("point") or {}, (*MATCH_FIELDS, "seed")))
+                if ref is not None:
+                    pairs_rand.append((recs, ref))
+            if not pairs_rand:
+                if randoms[name]:
+                    notes.append(f"{label}: no {name} point with per-example records at the same top-K, seed and "
+                                 f"filter; not compared with {name}")
+                continue
+            rows += _compare(point, name, pairs_rand, resamples, confidence, seed, notes, label)
+    if not randoms[RANDOM]:
         notes.append("no random points with per-example records: edited points are compared with the baseline only")
     return PairedReport(rows, notes)
 

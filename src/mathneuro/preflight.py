@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from mathneuro.config import ConfigError
+from mathneuro.methods import LAPE_SIZED
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _EMBEDDED = "embedded://"
@@ -287,13 +288,13 @@ def refuse_empty_selection(cfg, count_at: Callable[[float], int], shapes: Mappin
     """Raise ConfigError on ``top_k`` for a selection that edits nothing, with the smallest top-K that
     selects something in this model (``count_at(K)`` = how many a top-K of K selects)."""
     method, top_k = cfg.method.name, cfg.top_k
-    if method == "lape":  # a neuron count that grows with K whatever the rule that turns K into a count
+    if method in LAPE_SIZED:  # a neuron count that grows with K whatever the rule that turns K into a count
         floor = smallest_selecting_top_k(count_at, top_k) if top_k < 1 else None
         if floor is None:
             raise ConfigError(
-                f"top_k: method=lape selects no neuron of this model even at top_k=1 (method.filter_rate="
+                f"top_k: method={method} selects no neuron of this model even at top_k=1 (method.filter_rate="
                 f"{cfg.method.filter_rate}, method.activation_bar={cfg.method.activation_bar}); lower those")
-        raise ConfigError(f"top_k: {top_k:g} selects no neuron in this model with method=lape; "
+        raise ConfigError(f"top_k: {top_k:g} selects no neuron in this model with method={method}; "
                           f"the smallest top-K that selects something here is {floor:g}")
     floor = smallest_top_k(method, shapes)
     if top_k < floor:

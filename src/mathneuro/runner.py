@@ -25,6 +25,7 @@ from mathneuro.export import export_edited_model
 from mathneuro.intervention import apply_intervention
 from mathneuro.locking import FileLock, LockTimeout
 from mathneuro.method_registry import resolve_method
+from mathneuro.methods import LAPE_SIZED
 from mathneuro.models.devices import describe_hardware
 from mathneuro.peak_memory import peak_memory_mb, reset_peak_memory
 from mathneuro.preflight import check_model_source, check_top_k, check_writable_dir, refuse_empty_selection
@@ -84,7 +85,7 @@ def point_summary(cfg: Config) -> dict:
         "top_k": cfg.top_k, "intervention": cfg.intervention.name, "scalar": cfg.intervention.scalar,
         "seed": cfg.seed, "num_samples": cfg.num_samples,
     }
-    if cfg.method.name == "lape":
+    if cfg.method.name in LAPE_SIZED:
         point["share"] = cfg.method.share  # which top-K rule (SPEC §4)
     return point
 
@@ -92,7 +93,7 @@ def point_summary(cfg: Config) -> dict:
 def stale_reason(done: dict, cfg: Config) -> str | None:
     """Why complete results of a point no longer answer ``cfg`` (None: they do). LAPE results written
     before ``method.share`` existed used the candidates' share, so they are stale under ``share=all``."""
-    if cfg.method.name == "lape":
+    if cfg.method.name in LAPE_SIZED:
         recorded = ((done.get("config") or {}).get("method") or {}).get("share", "candidates")
         if recorded != cfg.method.share:
             return f"made with method.share={recorded}, this run asks for {cfg.method.share}"
@@ -236,6 +237,8 @@ def _run_claimed_point(cfg: Config, spec: Any, config_dict: dict, output_dir: Pa
         summary["top_k"] = cfg.top_k
         if selection.method == "lape":
             summary["lape"] = dict(selection.meta)  # the rule, candidates, kept, saturated (SPEC §4)
+        elif isinstance(selection.meta.get("lape"), dict):  # random_neurons: the LAPE selection it is sized by
+            summary["lape"] = dict(selection.meta["lape"])
 
         metrics: dict[str, float] = {}
         t0 = time.perf_counter()
