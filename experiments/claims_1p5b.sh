@@ -24,7 +24,7 @@
 #                   $CORE_SEED, s in $SCALARS (1.1)), mathneuro and random, on the multiplication test draw and MMLU test
 #   core_gsm8k      GSM8K test (lm-eval gsm8k_cot, first $GSM8K questions) on the MMLU filter's draw $CORE_SEED: scaling
 #                   at top_k 0.05 (s in $SCALARS) into core_gsm8k/scale, then pruning at top_k 0.15 into core_gsm8k/prune,
-#                   mathneuro and random each (METHODS=wanda,lape sets the pruning's methods instead). Meant for
+#                   mathneuro and random each (METHODS sets the pruning's: wanda,lape,random_neurons). Meant for
 #                   DTYPE=bfloat16 on a CPU with bf16 units (~3.5 s a question on 2 threads); its points pair with
 #                   their own unedited baseline, computed in the same dtype
 #   prune           top_k $TOPK: mathneuro, random, wanda, lape (RACE filter); mathneuro and random (MMLU
