@@ -26,7 +26,7 @@
 #                   at top_k 0.05 (s in $SCALARS) into core_gsm8k/scale, then pruning at top_k 0.15 into core_gsm8k/prune,
 #                   mathneuro and random each (METHODS sets the pruning's: wanda,lape,random_neurons). Meant for
 #                   DTYPE=bfloat16 on a CPU with bf16 units (~3.5 s a question on 2 threads); its points pair with
-#                   their own unedited baseline, computed in the same dtype
+#                   their own unedited baseline, computed in the same dtype. GSM8K_PARTS=prune (or scale) runs one half
 #   prune           top_k $TOPK: mathneuro, random, wanda, lape (RACE filter); mathneuro and random (MMLU
 #                   filter); seeds $SEEDS (bootstrap draws of N samples per set). Evaluated on test splits:
 #                   arithmetic (2-digit +/-, seed 0), GSM8K test (lm-eval gsm8k_cot, 8-shot, prefix cache, first $GSM8K),
@@ -173,10 +173,16 @@ run_stage() {
             hydra.sweep.dir="$root/core_scaling_mmlu" ;;
     core_gsm8k)  # GSM8K test on the MMLU filter's selections: scaling at 5 %, then pruning at 15 %
       [ "$GSM8K" != 0 ] || die "core_gsm8k needs GSM8K > 0"
-      sweep "${mmlu[@]}" "${gsm_test[@]}" intervention=scale top_k=0.05 num_samples="$N" seed="${CORE_SEED:-0}" \
-            intervention.scalar="${SCALARS:-1.1}" method=mathneuro,random hydra.sweep.dir="$root/core_gsm8k/scale"
-      sweep "${mmlu[@]}" "${gsm_test[@]}" top_k=0.15 num_samples="$N" seed="${CORE_SEED:-0}" \
-            method="${METHODS:-mathneuro,random}" hydra.sweep.dir="$root/core_gsm8k/prune" ;;
+      case ${GSM8K_PARTS:-scale,prune} in scale,prune | scale | prune) ;;
+        *) die "GSM8K_PARTS=$GSM8K_PARTS: expected scale,prune, scale or prune" ;; esac
+      if [[ ${GSM8K_PARTS:-scale,prune} == *scale* ]]; then
+        sweep "${mmlu[@]}" "${gsm_test[@]}" intervention=scale top_k=0.05 num_samples="$N" seed="${CORE_SEED:-0}" \
+              intervention.scalar="${SCALARS:-1.1}" method=mathneuro,random hydra.sweep.dir="$root/core_gsm8k/scale"
+      fi
+      if [[ ${GSM8K_PARTS:-scale,prune} == *prune* ]]; then
+        sweep "${mmlu[@]}" "${gsm_test[@]}" top_k=0.15 num_samples="$N" seed="${CORE_SEED:-0}" \
+              method="${METHODS:-mathneuro,random}" hydra.sweep.dir="$root/core_gsm8k/prune"
+      fi ;;
     scaling_search)
       for m in ${SEARCH:-mathneuro}; do
         sweep "${race[@]}" "${scale_val[@]}" hparams_search=optuna_scalar num_samples="$N" seed=0 method="$m" \
