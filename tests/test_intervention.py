@@ -7,7 +7,7 @@ from mathneuro.intervention import apply_intervention
 from mathneuro.methods import lape_selection, mathneuro_selection
 from mathneuro.selection import Selection
 from mathneuro.statistics import collect_statistics
-from mathneuro.targets import find_target_linears, weight_parameters
+from mathneuro.targets import find_target_linears, mlp_widths, neuron_weight_counts, weight_parameters
 from mathneuro.tiny import ARCHITECTURES, tiny_model
 
 from .conftest import TEXTS
@@ -98,6 +98,28 @@ def test_lape_scales_selected_neuron_activations_through_a_hook():
     others[idx] = False
     torch.testing.assert_close(after["out"][..., others], plain[..., others])
     assert all(not m._forward_hooks for m in model.modules())
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_a_zeroed_neuron_is_its_output_column_zeroed_and_counts_as_those_weights(arch):
+    """``num_weights_edited`` counts a neuron as one column of the MLP's output linear: zeroing the
+    activation and zeroing that column give the same model."""
+    model, tok = tiny_model(arch)
+    widths, per_neuron = mlp_widths(model), neuron_weight_counts(model)
+    name = sorted(widths)[0]
+    mlp = name.rsplit(".", 1)[0]
+    child, out = next((n, m) for n, m in model.get_submodule(mlp).named_children() if n in ("down_proj", "fc2"))
+    assert widths[name] == out.in_features and per_neuron[name] == out.out_features == model.config.hidden_size
+    idx = torch.tensor([0, 3, 5])
+    enc = tok(TEXTS[0], return_tensors="pt")
+    with torch.no_grad(), apply_intervention(model, Selection(neurons={name: idx}), 0.0):
+        by_neuron = model(**enc).logits
+    column = torch.zeros_like(out.weight, dtype=torch.bool)
+    column[:, idx] = True
+    with torch.no_grad(), apply_intervention(model, Selection({f"{mlp}.{child}.weight": column}), 0.0):
+        by_column = model(**enc).logits
+    assert int(column.sum()) == idx.numel() * per_neuron[name]
+    torch.testing.assert_close(by_neuron, by_column)
 
 
 def test_bad_scalar_and_mismatched_selection_are_refused():

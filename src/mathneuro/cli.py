@@ -79,6 +79,9 @@ def format_table(results: dict) -> str:
         f"scalar={results['point']['scalar']}: {sel['num_selected']:,} selected "
         f"({100 * (sel['fraction_of_model'] or 0):.3f}% of the model)",
     ]
+    if sel.get("num_weights_edited") not in (None, sel["num_selected"]):  # neurons: the weights they feed
+        lines[0] += (f"; {sel['num_weights_edited']:,} weights edited "
+                     f"({100 * (sel.get('fraction_of_model_edited') or 0):.3f}% of the model)")
     metrics, base = results.get("metrics", {}), results.get("baseline_metrics", {})
     names = [k for k in metrics if not k.endswith("_stderr")]
     if names:

@@ -19,7 +19,8 @@ from typing import Any
 
 RESULTS_FILE = "results.json"
 POINT_FIELDS = ("model", "task", "filter", "method", "top_k", "intervention", "scalar", "seed", "num_samples")
-SELECTION_FIELDS = ("num_selected", "num_scored", "num_parameters", "fraction_of_model", "fraction_of_scored")
+SELECTION_FIELDS = ("num_selected", "num_scored", "num_parameters", "fraction_of_model", "fraction_of_scored",
+                    "num_weights_edited", "fraction_of_model_edited")  # the last two count a neuron as the weights it feeds
 SELECTION_COLUMNS = tuple(f"selection/{f}" for f in SELECTION_FIELDS)  # the runner's W&B summary names
 METRIC_SIDES = ("math/", "nonmath/")
 

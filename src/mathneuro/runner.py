@@ -37,6 +37,7 @@ from mathneuro.results import RESULTS_FILE, PointResult
 from mathneuro.targets import (
     find_mlp_activations,
     mlp_widths,
+    neuron_weight_counts,
 )
 from mathneuro.workbench import Samples, Workbench, _plain, get_workbench, prepare_samples  # noqa: F401
 
@@ -88,6 +89,17 @@ def point_summary(cfg: Config) -> dict:
     if cfg.method.name in LAPE_SIZED:
         point["share"] = cfg.method.share  # which top-K rule (SPEC §4)
     return point
+
+
+def edited_weights(selection: Any, model: Any, num_parameters: int) -> dict:
+    """How many weights an edit changes, neurons counted as the output-projection column each one feeds,
+    so that weight-level (MathNeuro) and neuron-level (LAPE) selections compare by size."""
+    edited = sum(int(m.sum()) for m in selection.masks.values())
+    if selection.neurons:
+        per_neuron = neuron_weight_counts(model)
+        edited += sum(int(idx.numel()) * per_neuron.get(name, 0) for name, idx in selection.neurons.items())
+    return {"num_weights_edited": edited,
+            "fraction_of_model_edited": edited / num_parameters if num_parameters else None}
 
 
 def stale_reason(done: dict, cfg: Config) -> str | None:
@@ -235,6 +247,7 @@ def _run_claimed_point(cfg: Config, spec: Any, config_dict: dict, output_dir: Pa
             num_scored = sum(int(m.weight.numel()) for m in bench.targets(cfg.method).values())
         summary = selection.summary(num_scored=num_scored, num_parameters=num_parameters)
         summary["top_k"] = cfg.top_k
+        summary.update(edited_weights(selection, bench.model, num_parameters))
         if selection.method == "lape":
             summary["lape"] = dict(selection.meta)  # the rule, candidates, kept, saturated (SPEC §4)
         elif isinstance(selection.meta.get("lape"), dict):  # random_neurons: the LAPE selection it is sized by

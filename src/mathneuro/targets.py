@@ -85,12 +85,22 @@ def weight_parameters(targets: dict[str, nn.Linear]) -> dict[str, torch.Tensor]:
     return {f"{name}.weight": mod.weight for name, mod in targets.items()}
 
 
+def _mlp_output_shape(mlp: nn.Module) -> tuple[int, int]:
+    """``(neurons, hidden size)`` of an MLP's output linear; ``(0, 0)`` when it has none we know."""
+    for name, mod in mlp.named_children():
+        if name in ("down_proj", "fc2", "c_proj") and isinstance(mod, nn.Linear):
+            return mod.in_features, mod.out_features
+    return 0, 0
+
+
 def mlp_widths(model: nn.Module) -> dict[str, int]:
     """``{activation module name: number of MLP neurons}`` — the input width of the MLP's output linear."""
     modules = dict(model.named_modules())
-    widths = {}
-    for name in find_mlp_activations(model):
-        mlp = modules[name.rsplit(".", 1)[0]]
-        outs = [m for n, m in mlp.named_children() if n in ("down_proj", "fc2", "c_proj") and isinstance(m, nn.Linear)]
-        widths[name] = outs[0].in_features if outs else 0
-    return widths
+    return {name: _mlp_output_shape(modules[name.rsplit(".", 1)[0]])[0] for name in find_mlp_activations(model)}
+
+
+def neuron_weight_counts(model: nn.Module) -> dict[str, int]:
+    """``{activation module name: weights one of its neurons feeds}`` — the hidden size of the MLP's output
+    projection: scaling a neuron's activation scales that many weights (one column of it)."""
+    modules = dict(model.named_modules())
+    return {name: _mlp_output_shape(modules[name.rsplit(".", 1)[0]])[1] for name in find_mlp_activations(model)}

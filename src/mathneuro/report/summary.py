@@ -101,6 +101,8 @@ def _summary_markdown(sweep: Path, rows: list[dict], missing: list[dict], metric
         by = [f for f in GROUP_FIELDS if len({_hashable(r.get(f)) for r in rows}) > 1] or ["method"]
         sel_rows: dict[tuple, dict] = {}
         sel_cols = ["selection/num_selected", "selection/fraction_of_model", "selection/fraction_of_scored"]
+        if any("selection/fraction_of_model_edited" in r for r in rows):  # neurons counted as the weights they feed
+            sel_cols.append("selection/fraction_of_model_edited")
         for field in sel_cols:
             for agg in aggregate(rows, by, field):
                 key = tuple(agg[k] for k in by)
