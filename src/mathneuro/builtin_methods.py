@@ -117,11 +117,7 @@ def lape_method(inputs: MethodInputs, cfg: LapeConfig) -> Selection:
 def random_neurons_method(inputs: MethodInputs, cfg: RandomNeuronsConfig) -> Selection:
     """In every MLP layer as many neurons as LAPE (same settings) keeps there, drawn with ``seed``:
     LAPE's random reference at its own size (``random`` matches MathNeuro's weight counts instead)."""
-    reference = lape_selection(inputs.task["lape"], inputs.filter_stats("lape"), inputs.top_k,
-                               filter_rate=cfg.filter_rate, activation_bar=cfg.activation_bar, share=cfg.share)
-    message = lape_saturation_message(reference.meta)
-    if message:
-        log.warning("random_neurons sized by %s", message)
+    reference = lape_method(inputs, cfg)  # warns as lape does when the selection is saturated
     widths = {m: inputs.task["lape"].get(m, "positive").numel() for m in inputs.task["lape"].modules()}
     sel = random_neuron_selection(widths, reference.counts(), inputs.seed)
     sel.meta.update(reference="lape", lape=reference.meta)

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from mathneuro.methods import METHODS as BUILTIN_METHODS
 from mathneuro.registry import Registry
 from mathneuro.selection import Selection
 from mathneuro.statistics import KINDS, Statistics
@@ -99,7 +100,7 @@ class MethodSpec:
 # A plain function named by import path scores linears and has the shared settings only.
 METHODS: Registry[MethodSpec] = Registry("method", "method.name", MethodSpec, ATTRIBUTE,
                                          plain=lambda fn, name: MethodSpec(name, fn))
-for _name in ("mathneuro", "wanda", "wanda_row", "random", "lape", "random_neurons"):
+for _name in BUILTIN_METHODS:
     METHODS.register(_name, f"mathneuro.builtin_methods:{_name}_method")
 
 
@@ -128,7 +129,7 @@ def register_method(name: str, target: str | None = None, *, needs: Sequence[str
 def _builtin_fields() -> dict[str, Any]:
     """Every setting of a built-in method with its default: the keys a ``method`` node always accepts."""
     out: dict[str, Any] = {}
-    for name in ("mathneuro", "wanda", "wanda_row", "random", "lape", "random_neurons"):
+    for name in BUILTIN_METHODS:
         for f in dataclasses.fields(METHODS.get(name).config):
             if f.default is not dataclasses.MISSING:
                 out.setdefault(f.name, f.default)

@@ -24,6 +24,7 @@ import torch
 from mathneuro.selection import Selection
 from mathneuro.statistics import Statistics
 
+#: The built-in methods (each registered by name in :mod:`mathneuro.method_registry`).
 METHODS = ("mathneuro", "wanda", "wanda_row", "random", "lape", "random_neurons")
 #: Methods whose size comes from LAPE's rule (method.share, filter_rate, activation_bar).
 LAPE_SIZED = ("lape", "random_neurons")
