@@ -24,11 +24,11 @@
 #                   $CORE_SEED, s in $SCALARS (1.1)), mathneuro and random, on the multiplication test draw and MMLU test
 #   core_gsm8k      GSM8K test (lm-eval gsm8k_cot, first $GSM8K questions) on the MMLU filter's draw $CORE_SEED: scaling
 #                   at top_k 0.05 (s in $SCALARS) into core_gsm8k/scale, then pruning at top_k 0.15 into core_gsm8k/prune,
-#                   mathneuro and random each (METHODS sets the pruning's: wanda,lape,random_neurons). Meant for
+#                   mathneuro and random each (METHODS sets the pruning's: wanda,random_wanda,lape,random_neurons). Meant for
 #                   DTYPE=bfloat16 on a CPU with bf16 units (~3.5 s a question on 2 threads); its points pair with
 #                   their own unedited baseline, computed in the same dtype. GSM8K_PARTS=prune (or scale) runs one half
-#   prune           top_k $TOPK: mathneuro, random, wanda, lape (RACE filter); mathneuro and random (MMLU
-#                   filter); seeds $SEEDS (bootstrap draws of N samples per set). Evaluated on test splits:
+#   prune           top_k $TOPK: mathneuro, random, wanda, random_wanda (random at Wanda's size), lape,
+#                   random_neurons (RACE filter; METHODS sets them); mathneuro and random (MMLU filter); seeds $SEEDS (bootstrap draws of N samples per set). Evaluated on test splits:
 #                   arithmetic (2-digit +/-, seed 0), GSM8K test (lm-eval gsm8k_cot, 8-shot, prefix cache, first $GSM8K),
 #                   RACE-high test (lm-eval, first $RACE articles), MMLU test (lm-eval, $MMLU per subject)
 #   scaling_search  Optuna over s in [1.0, 1.5] at top_k 0.05 (RACE filter, seed 0) for each method of
@@ -145,7 +145,8 @@ run_stage() {
             eval.limits.race=2 eval.limits.mmlu=1 num_samples=16 seed=0 method=random top_k=0.15 \
             hydra.sweep.dir="$root/budget" ;;
     prune)
-      sweep "${race[@]}" "${test_eval[@]}" num_samples="$N" seed="$SEEDS" method=mathneuro,random,wanda,lape \
+      sweep "${race[@]}" "${test_eval[@]}" num_samples="$N" seed="$SEEDS" \
+            method="${METHODS:-mathneuro,random,wanda,random_wanda,lape,random_neurons}" \
             top_k="$TOPK" hydra.sweep.dir="$root/prune/race"
       sweep "${mmlu[@]}" "${test_eval[@]}" num_samples="$N" seed="$SEEDS" method=mathneuro,random \
             top_k="$TOPK" hydra.sweep.dir="$root/prune/mmlu" ;;

@@ -114,11 +114,12 @@ def lose(values: list[float], n: int) -> list[float]:
     return out
 
 
-def write_point(root: Path, name: str, method: str, seed: int, samples: dict | None, *, filt: str = "race") -> None:
+def write_point(root: Path, name: str, method: str, seed: int, samples: dict | None, *, filt: str = "race",
+                **extra: str) -> None:
     job = root / name
     (job / ".hydra").mkdir(parents=True)
     point = {"model": "tiny", "task": "gsm8k", "filter": filt, "method": method, "top_k": 0.05,
-             "intervention": "prune", "scalar": 0.0, "seed": seed, "num_samples": 10}
+             "intervention": "prune", "scalar": 0.0, "seed": seed, "num_samples": 10, **extra}
     result = {"status": "complete", "point": point, "metrics": {"math/gsm8k/exact_match,strict-match": 0.5},
               "baseline_metrics": {"math/gsm8k/exact_match,strict-match": 2 / 3}}
     if samples is not None:
@@ -243,3 +244,30 @@ def test_lape_is_paired_with_random_neurons_as_well_as_random(tmp_path: Path) ->
     # random_neurons is LAPE's reference only; a reference itself is compared with the baseline only
     assert {k[1] for k in got if k[0] == "mathneuro"} == {"baseline", "random"}
     assert {k[1] for k in got if k[0] in ("random", "random_neurons")} == {"baseline"}
+
+
+def test_wanda_is_paired_with_random_of_its_own_size(tmp_path: Path) -> None:
+    """``random`` with ``method.reference=wanda`` (point.reference) is Wanda's reference only, apart
+    from the MathNeuro-sized ``random`` in every row and table."""
+    root = tmp_path / "sweep"
+    write_samples(root / "baseline_samples", GSM, RACE)
+    write_point(root, "0", "wanda", 0, {"gsm": lose(GSM, 15), "race": lose(RACE, 10)})
+    write_point(root, "1", "random", 0, {"gsm": lose(GSM, 1), "race": RACE})
+    write_point(root, "2", "random", 0, {"gsm": lose(GSM, 11), "race": lose(RACE, 4)}, reference="wanda")
+    write_point(root, "3", "mathneuro", 0, {"gsm": lose(GSM, 9), "race": RACE})
+    rows = paired.paired_comparisons(root, resamples=300)
+    got = {(r["method"], r["reference"], r["task"]): r["diff"] for r in rows}
+    assert got[("wanda", "random(wanda)", "gsm8k")] == pytest.approx((-15 + 11) / 30)
+    assert got[("wanda", "random(wanda)", "race")] == pytest.approx((-10 + 4) / 40)
+    assert got[("wanda", "random", "gsm8k")] == pytest.approx((-15 + 1) / 30)
+    assert got[("random(wanda)", "baseline", "gsm8k")] == pytest.approx(-11 / 30)
+    assert got[("random", "baseline", "gsm8k")] == pytest.approx(-1 / 30)
+    assert {k[1] for k in got if k[0] == "mathneuro"} == {"baseline", "random"}
+    assert {k[1] for k in got if k[0] in ("random", "random(wanda)")} == {"baseline"}
+
+    from mathneuro.report import comparison_rows, load_results, tidy_rows
+
+    complete, _ = load_results(root)
+    table = comparison_rows(tidy_rows(complete), ["math/gsm8k/exact_match,strict-match"])
+    assert sorted((r["method"], r.get("reference") or "") for r in table) == [
+        ("mathneuro", ""), ("random", ""), ("random", "wanda"), ("wanda", "")]

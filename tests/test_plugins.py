@@ -106,6 +106,28 @@ def test_user_method_by_target_and_errors(plugin_dir, monkeypatch):
         resolve_method({"name": "toy_plugins:nope"})
 
 
+def test_random_sized_by_a_user_method_with_its_own_settings(plugin_dir, monkeypatch):
+    """method.reference names the user's method, method.reference_args its settings: random then
+    draws exactly that many weights per matrix (two rows' worth), elsewhere than the first rows."""
+    from mathneuro.method_registry import MethodInputs
+    from mathneuro.targets import find_target_linears, weight_parameters
+
+    monkeypatch.syspath_prepend(str(plugin_dir))
+    model, _ = tiny_model("llama")
+    weights = weight_parameters(find_target_linears(model))
+    inputs = MethodInputs(task={"linear_inputs": None}, filters=[{"linear_inputs": None}], weights=weights,
+                          top_k=0.1, seed=0)
+    spec, cfg = resolve_method({"name": "random", "reference": "toy_plugins:first_rows",
+                                "reference_args": {"rows": 2}})
+    sel = spec(inputs, cfg)
+    assert sel.counts() == {n: 2 * w.shape[1] for n, w in weights.items()}
+    assert not all(m[:2].all() for m in sel.masks.values())
+    with pytest.raises(ValueError, match=r"method\.reference_args\.rows: .*Int"):
+        resolve_method({"name": "random", "reference": "toy_plugins:first_rows", "reference_args": {"rows": "x"}})
+    with pytest.raises(ValueError, match=r"method\.reference_args\.colour: not a setting of method 'first_rows'"):
+        resolve_method({"name": "random", "reference": "toy_plugins:first_rows", "reference_args": {"colour": 1}})
+
+
 def test_builtin_method_configs_keep_their_keys():
     spec, cfg = resolve_method({"name": "random", "filter_top_k": 0.1, "reference": "mathneuro",
                                 "targets": "mlp", "include_lm_head": True, "filter_rate": 0.5})

@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from mathneuro.cli import config_dir, job_dirname
-from mathneuro.config import ConfigError, register_configs
+from mathneuro.config import ConfigError, register_configs, validate
 from mathneuro.runner import run_point
 from mathneuro.selection import Selection
 
@@ -335,6 +335,38 @@ def test_wanda_spends_no_forward_pass_on_the_filter_set(tiny_dir, tmp_path):
     res = run_point(cfg, tmp_path / "mathneuro")
     assert len(res["statistics_keys"]) == 2  # task (from the cache) + filter
     assert len(list((cache / "statistics").glob("*.safetensors"))) == 2
+
+
+def test_random_sized_by_wanda_matches_its_counts_per_matrix_without_a_filter_pass(tiny_dir, tmp_path):
+    """method.reference=wanda: as many weights in every matrix as Wanda prunes there, other weights,
+    no forward pass over the filter set; the point says whose size it has, and a random point sized
+    by MathNeuro in the same folder is not taken for it on resume."""
+    cache = tmp_path / "cache"
+    base = [*base_overrides(tiny_dir, cache), "eval=none", "logger=none", "top_k=0.1", "save_selection=true"]
+    wanda = run_point(OmegaConf.to_object(compose_cfg([*base, "method=wanda"])), tmp_path / "wanda")
+    cfg = OmegaConf.to_object(compose_cfg([*base, "method=random", "method.reference=wanda"]))
+    rand = run_point(cfg, tmp_path / "rand")
+    assert rand["point"]["reference"] == "wanda" and len(rand["statistics_keys"]) == 1  # the task set's only
+    assert rand["selection"]["per_module"] == wanda["selection"]["per_module"]
+    assert rand["selection"]["num_weights_edited"] == wanda["selection"]["num_weights_edited"] > 0
+    chosen = {d: Selection.load(tmp_path / d / "selection.safetensors").masks for d in ("wanda", "rand")}
+    assert all(int(m.sum()) == int(chosen["rand"][n].sum()) for n, m in chosen["wanda"].items())
+    assert any(not torch.equal(m, chosen["rand"][n]) for n, m in chosen["wanda"].items())
+
+    plain = OmegaConf.to_object(compose_cfg([*base, "method=random"]))
+    mathneuro_sized = run_point(plain, tmp_path / "plain")
+    assert "reference" not in mathneuro_sized["point"] and len(mathneuro_sized["statistics_keys"]) == 2
+    assert mathneuro_sized["selection"]["num_selected"] < rand["selection"]["num_selected"]
+    again = run_point(cfg, tmp_path / "plain")  # same folder, other reference: recomputed, not skipped
+    assert not again.get("skipped") and again["point"]["reference"] == "wanda"
+    assert run_point(cfg, tmp_path / "plain").get("skipped")
+
+
+@pytest.mark.parametrize(("reference", "why"), [("lape", "needs lape statistics"), ("random", "cannot size itself"),
+                                                ("wandaa", "unknown method")])
+def test_random_refuses_a_reference_it_cannot_be_sized_by(reference, why):
+    with pytest.raises(ConfigError, match=rf"method\.reference: .*{why}.*allowed: (.*, )?mathneuro, wanda, wanda_row"):
+        validate(compose_cfg(["method=random", f"method.reference={reference}"]))
 
 
 def _finish_baseline_elsewhere(bench, key: str, lock, metrics: dict, delay: float):

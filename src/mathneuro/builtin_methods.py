@@ -3,11 +3,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
-from mathneuro.method_registry import LinearMethodConfig, MethodConfig, MethodInputs, register_method
+from mathneuro.method_registry import (
+    METHODS,
+    LinearMethodConfig,
+    MethodConfig,
+    MethodInputs,
+    MethodSpec,
+    register_method,
+    resolve_method,
+)
 from mathneuro.methods import (
     check_fraction,
     check_lape_share,
@@ -18,11 +27,10 @@ from mathneuro.methods import (
     random_selection,
     wanda_selection,
 )
+from mathneuro.results import DEFAULT_REFERENCE
 from mathneuro.selection import Selection
 
 log = logging.getLogger("mathneuro")
-
-REFERENCES = ("mathneuro",)
 
 
 @dataclass
@@ -43,12 +51,17 @@ class WandaConfig(LinearMethodConfig):
 @dataclass
 class RandomConfig(MathNeuroConfig):
     name: str = "random"
-    reference: str = "mathneuro"  # whose per-matrix counts to match (its filter_top_k applies)
+    # whose per-matrix counts to match: any weight-level method scoring linears (mathneuro, wanda, wanda_row,
+    # a registered one or "pkg.mod:fn"); the settings shared with it (filter_top_k, targets) apply to it
+    reference: str = DEFAULT_REFERENCE
+    reference_args: dict[str, Any] = field(default_factory=dict)  # the reference's own other settings
 
     def validate(self, key: str = "method") -> None:
         super().validate(key)
-        if self.reference not in REFERENCES:
-            raise ValueError(f"{key}.reference: unknown value {self.reference!r}; allowed: {', '.join(REFERENCES)}")
+        reference_config(self, key)
+
+    def uses_filters(self) -> bool:
+        return reference_spec(self.reference).uses_filters
 
 
 @dataclass
@@ -92,10 +105,64 @@ def wanda_row_method(inputs: MethodInputs, cfg: WandaConfig) -> Selection:
     return wanda_selection(inputs.weights, inputs.task["linear_inputs"], inputs.top_k, per_row=True)
 
 
+def weight_level_references() -> list[str]:
+    """Registered methods ``random`` can be sized by: those scoring linears alone (not ``random`` itself)."""
+    names = []
+    for name in METHODS.names():
+        try:
+            spec = METHODS.get(name)
+        except Exception:  # noqa: BLE001 - a user's lazy entry that fails to import is simply not offered
+            continue
+        if name != "random" and tuple(spec.needs) == ("linear_inputs",):
+            names.append(name)
+    return names
+
+
+def reference_spec(name: str, key: str = "method.reference") -> MethodSpec:
+    """The method whose per-matrix counts ``random`` matches; ValueError naming ``key`` if it cannot be one."""
+    try:
+        spec = METHODS.get(name)
+    except ValueError as exc:
+        why = str(exc).split(": ", 1)[-1].split(";")[0]  # "unknown method 'x'" or why its import failed
+        spec = None
+    if spec is None:
+        pass
+    elif spec.name == "random":
+        why = "random cannot size itself"
+    elif tuple(spec.needs) != ("linear_inputs",):
+        why = (f"it needs {', '.join(spec.needs)} statistics, not only linear_inputs; a neuron-level method has "
+               "its own random reference, e.g. random_neurons for lape")
+    else:
+        return spec
+    raise ValueError(f"{key}: {name!r} cannot size random ({why}); allowed: "
+                     f"{', '.join(weight_level_references())}, or an import path 'package.module:function'")
+
+
+def reference_config(cfg: RandomConfig, key: str = "method") -> tuple[MethodSpec, Any]:
+    """The reference method of ``cfg`` and its validated config: the settings ``cfg`` shares with it,
+    then ``cfg.reference_args``; a bad one is a ValueError naming ``<key>.reference_args.<setting>``."""
+    spec = reference_spec(cfg.reference, f"{key}.reference")
+    fields = {f.name for f in dataclasses.fields(spec.config)} - {"name"}
+    shared = {name: getattr(cfg, name) for name in fields if hasattr(cfg, name)}
+    return resolve_method({**shared, **dict(cfg.reference_args), "name": cfg.reference}, f"{key}.reference_args")
+
+
+def reference_selection(inputs: MethodInputs, cfg: RandomConfig) -> Selection:
+    """The selection of ``cfg.reference`` (see :func:`reference_config`)."""
+    spec, ref_cfg = reference_config(cfg)
+    ref_inputs = inputs if spec.uses_filters else dataclasses.replace(inputs, filters=[])
+    selection = spec(ref_inputs, ref_cfg)
+    if selection.neurons:
+        raise ValueError(f"method.reference={cfg.reference!r} selected neurons, not weights; random matches "
+                         "per-matrix weight counts only")
+    return selection
+
+
 @register_method("random", needs=("linear_inputs",), config=RandomConfig, topk_per_matrix=True)
 def random_method(inputs: MethodInputs, cfg: RandomConfig) -> Selection:
-    """In every matrix as many weights as the reference method selects there, drawn with ``seed``."""
-    reference = mathneuro_method(inputs, cfg)
+    """In every matrix as many weights as the reference method (``method.reference``) selects there,
+    drawn with ``seed``: the reference's per-matrix size without its choice of weights."""
+    reference = reference_selection(inputs, cfg)
     shapes = {n: w.shape for n, w in inputs.weights.items()}
     sel = random_selection(shapes, reference.counts(), inputs.seed)
     sel.meta.update(top_k=inputs.top_k, reference=cfg.reference)

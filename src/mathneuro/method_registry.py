@@ -43,6 +43,12 @@ class MethodConfig:
     def validate(self, key: str = "method") -> None:
         """Raise ValueError naming ``<key>.<field>`` for a bad value (subclasses add their checks)."""
 
+    def uses_filters(self) -> bool:
+        """False where these settings make the method score the task set alone, so that the runner
+        spends no forward pass on the filter sets (``random`` sized by Wanda); the spec's
+        ``uses_filters=False`` already says so for every setting."""
+        return True
+
 
 @dataclass
 class LinearMethodConfig(MethodConfig):

@@ -8,7 +8,9 @@ With per-example records (``eval.log_samples=true``: ``<run dir>/samples/<task>.
 
 - ``baseline``: the unedited model on the same examples, and
 - ``random``: the ``random`` point of the same model, identification task, filter, intervention,
-  scale factor, top-K, N and seed (the same count of weights, drawn at random), and, for ``lape``,
+  scale factor, top-K, N and seed (MathNeuro's count of weights per matrix, drawn at random),
+- ``random(<method>)``: for a method ``X``, the ``random`` point with ``method.reference=X`` of the same
+  fields (X's own count per matrix: Wanda's reference at its own size), and, for ``lape``,
 - ``random_neurons``: the ``random_neurons`` point of the same fields (as many MLP neurons per layer
   as LAPE zeroes, drawn at random: LAPE's reference at its own size),
 
@@ -38,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from mathneuro.data import read_jsonl
+from mathneuro.results import DEFAULT_REFERENCE
 
 COLUMNS = ("method", "reference", "task", "metric", "top_k", "scalar", "seeds", "n_examples", "diff",
            "ci_low", "ci_high")
@@ -190,6 +193,25 @@ def _sort_value(value: Any) -> tuple:
     return (1, 0.0, "" if value is None else str(value))
 
 
+def reference_name(point: Mapping) -> str | None:
+    """The name a random-reference point goes by in ``paired.csv`` (None for an edited point):
+    ``random``, ``random(<method>)`` for ``random`` sized by another method (``point.reference``), or
+    the other names of :data:`RANDOM_REFERENCES`."""
+    method = point.get("method")
+    if method == RANDOM:
+        sized_by = point.get("reference")
+        return RANDOM if sized_by in (None, "", DEFAULT_REFERENCE) else f"{RANDOM}({sized_by})"
+    return str(method) if method in RANDOM_REFERENCES else None
+
+
+def serves(reference: str, method: Any) -> bool:
+    """Whether the random reference ``reference`` (a :func:`reference_name`) is compared with ``method``."""
+    if reference in RANDOM_REFERENCES:
+        methods = RANDOM_REFERENCES[reference]
+        return methods is None or method in methods
+    return reference == f"{RANDOM}({method})"
+
+
 def _rng_seed(seed: int, key: Iterable[Any]) -> list[int]:
     return [int(seed), zlib.crc32(json.dumps([str(k) for k in key]).encode())]
 
@@ -218,8 +240,8 @@ def _load_sources(sources: Any) -> tuple[list[dict], list[str]]:
 
 def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95,
                   seed: int = 0) -> PairedReport:
-    """Every edited point against the unedited baseline and its random reference(s): ``random``, and
-    ``random_neurons`` for ``lape`` (:data:`RANDOM_REFERENCES`).
+    """Every edited point against the unedited baseline and its random reference(s): ``random``,
+    ``random(X)`` (``random`` sized by method X) for X, and ``random_neurons`` for ``lape``.
 
     ``sources``: a sweep directory, a list of run/sweep directories, or results mappings (as
     :func:`mathneuro.report.load_results` returns them, with ``_dir``). Seeds of the same point are
@@ -241,29 +263,33 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
     for result in without:
         notes.append(f"{_job(result)}: no per-example records (eval.log_samples=false?); skipped in paired.csv")
 
-    group_fields = ("method", *MATCH_FIELDS)
+    group_fields = ("method", "reference", *MATCH_FIELDS)
     groups: dict[tuple, list[tuple[Mapping, PointRecords]]] = {}
     randoms: dict[str, dict[tuple, PointRecords]] = {name: {} for name in RANDOM_REFERENCES}
     for result, recs in with_records:
         point = result.get("point") or {}
         groups.setdefault(_group_key(point, group_fields), []).append((result, recs))
-        if point.get("method") in RANDOM_REFERENCES:
-            randoms[point["method"]][_group_key(point, (*MATCH_FIELDS, "seed"))] = recs
+        name = reference_name(point)
+        if name is not None:
+            randoms.setdefault(name, {})[_group_key(point, (*MATCH_FIELDS, "seed"))] = recs
     rows: list[dict] = []
     for gkey in sorted(groups, key=lambda k: tuple(_sort_value(v) for v in k)):
         members = sorted(groups[gkey], key=lambda m: _sort_value((m[0].get("point") or {}).get("seed")))
         point = dict(members[0][0].get("point") or {})
-        label = " ".join(f"{f}={point.get(f)}" for f in group_fields)
+        label = " ".join(f"{f}={point.get(f)}" for f in group_fields if f != "reference" or point.get(f))
+        own_name = reference_name(point)
+        if own_name is not None:
+            point["method"] = own_name  # random(wanda) apart from random in the rows
         # baseline: every seed against the unedited model's records
         pairs_base = [(recs, None) for _, recs in members if recs.baseline_dir is not None]
         if len(pairs_base) < len(members):
             notes.append(f"{label}: {len(members) - len(pairs_base)} seed(s) name no baseline_dir; "
                          "not compared with the baseline")
         rows += _compare(point, BASELINE, pairs_base, resamples, confidence, seed, notes, label)
-        if point.get("method") in RANDOM_REFERENCES:
+        if own_name is not None:
             continue
-        for name, serves in RANDOM_REFERENCES.items():
-            if serves is not None and point.get("method") not in serves:
+        for name in sorted(randoms, key=lambda n: (n not in RANDOM_REFERENCES, n)):
+            if not serves(name, point.get("method")):
                 continue
             pairs_rand = []
             for result, recs in members:

@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_FILE = "results.json"
+#: Whose per-matrix counts ``random`` matches unless ``method.reference`` names another method; a
+#: ``random`` point sized by another method carries ``point.reference``.
+DEFAULT_REFERENCE = "mathneuro"
 POINT_FIELDS = ("model", "task", "filter", "method", "top_k", "intervention", "scalar", "seed", "num_samples")
 SELECTION_FIELDS = ("num_selected", "num_scored", "num_parameters", "fraction_of_model", "fraction_of_scored",
                     "num_weights_edited", "fraction_of_model_edited")  # the last two count a neuron as the weights it feeds

@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -33,7 +34,7 @@ from mathneuro.recording import (
     WandbRun,
     read_complete_results,
 )
-from mathneuro.results import RESULTS_FILE, PointResult
+from mathneuro.results import DEFAULT_REFERENCE, RESULTS_FILE, PointResult
 from mathneuro.targets import (
     find_mlp_activations,
     mlp_widths,
@@ -88,7 +89,20 @@ def point_summary(cfg: Config) -> dict:
     }
     if cfg.method.name in LAPE_SIZED:
         point["share"] = cfg.method.share  # which top-K rule (SPEC §4)
+    if cfg.method.name == "random" and random_reference(cfg.method) != DEFAULT_REFERENCE:
+        point["reference"] = random_reference(cfg.method)  # sized by another method than MathNeuro
     return point
+
+
+def _setting(method: Any, key: str, default: Any = None) -> Any:
+    """``method.<key>`` of a config node, dataclass or recorded mapping (``default`` where unset)."""
+    value = method.get(key, default) if isinstance(method, Mapping) else getattr(method, key, default)
+    return default if value is None else _plain(value)
+
+
+def random_reference(method: Any) -> str:
+    """The method whose per-matrix counts a ``random`` config (or recorded config) matches."""
+    return str(_setting(method, "reference", DEFAULT_REFERENCE) or DEFAULT_REFERENCE)
 
 
 def edited_weights(selection: Any, model: Any, num_parameters: int) -> dict:
@@ -104,11 +118,20 @@ def edited_weights(selection: Any, model: Any, num_parameters: int) -> dict:
 
 def stale_reason(done: dict, cfg: Config) -> str | None:
     """Why complete results of a point no longer answer ``cfg`` (None: they do). LAPE results written
-    before ``method.share`` existed used the candidates' share, so they are stale under ``share=all``."""
+    before ``method.share`` existed used the candidates' share, so they are stale under ``share=all``; a
+    ``random`` point sized by another reference method answers another question."""
     if cfg.method.name in LAPE_SIZED:
         recorded = ((done.get("config") or {}).get("method") or {}).get("share", "candidates")
         if recorded != cfg.method.share:
             return f"made with method.share={recorded}, this run asks for {cfg.method.share}"
+    if cfg.method.name == "random":
+        method = (done.get("config") or {}).get("method") or {}
+        recorded, wanted = random_reference(method), random_reference(cfg.method)
+        if recorded != wanted:
+            return f"made with method.reference={recorded}, this run asks for {wanted}"
+        recorded_args, wanted_args = _setting(method, "reference_args", {}), _setting(cfg.method, "reference_args", {})
+        if recorded_args != wanted_args:
+            return f"made with method.reference_args={recorded_args}, this run asks for {wanted_args}"
     return None
 
 

@@ -111,7 +111,8 @@ class Workbench:
             return found
 
         task_stats = stats_of(task)
-        filter_stats = [stats_of(f) for f in filters] if spec.uses_filters else []  # Wanda: no filter pass
+        uses_filters = spec.uses_filters and method_cfg.uses_filters()
+        filter_stats = [stats_of(f) for f in filters] if uses_filters else []  # Wanda: no filter pass
         inputs = MethodInputs(task=task_stats, filters=filter_stats,
                               weights=weight_parameters(targets) if targets is not None else {},
                               top_k=top_k, seed=seed, model=self.model)
