@@ -105,6 +105,16 @@ def wanda_row_method(inputs: MethodInputs, cfg: WandaConfig) -> Selection:
     return wanda_selection(inputs.weights, inputs.task["linear_inputs"], inputs.top_k, per_row=True)
 
 
+def _cannot_size_random(spec: MethodSpec) -> str | None:
+    """Why ``spec`` cannot be ``random``'s reference (None: it can, as it scores linears alone)."""
+    if spec.name == "random":
+        return "random cannot size itself"
+    if tuple(spec.needs) != ("linear_inputs",):
+        return (f"it needs {', '.join(spec.needs)} statistics, not only linear_inputs; a neuron-level method has "
+                "its own random reference, e.g. random_neurons for lape")
+    return None
+
+
 def weight_level_references() -> list[str]:
     """Registered methods ``random`` can be sized by: those scoring linears alone (not ``random`` itself)."""
     names = []
@@ -113,7 +123,7 @@ def weight_level_references() -> list[str]:
             spec = METHODS.get(name)
         except Exception:  # noqa: BLE001 - a user's lazy entry that fails to import is simply not offered
             continue
-        if name != "random" and tuple(spec.needs) == ("linear_inputs",):
+        if _cannot_size_random(spec) is None:
             names.append(name)
     return names
 
@@ -122,17 +132,10 @@ def reference_spec(name: str, key: str = "method.reference") -> MethodSpec:
     """The method whose per-matrix counts ``random`` matches; ValueError naming ``key`` if it cannot be one."""
     try:
         spec = METHODS.get(name)
+        why = _cannot_size_random(spec)
     except ValueError as exc:
         why = str(exc).split(": ", 1)[-1].split(";")[0]  # "unknown method 'x'" or why its import failed
-        spec = None
-    if spec is None:
-        pass
-    elif spec.name == "random":
-        why = "random cannot size itself"
-    elif tuple(spec.needs) != ("linear_inputs",):
-        why = (f"it needs {', '.join(spec.needs)} statistics, not only linear_inputs; a neuron-level method has "
-               "its own random reference, e.g. random_neurons for lape")
-    else:
+    if why is None:
         return spec
     raise ValueError(f"{key}: {name!r} cannot size random ({why}); allowed: "
                      f"{', '.join(weight_level_references())}, or an import path 'package.module:function'")
