@@ -23,7 +23,7 @@
 #   core_scaling_mmlu  "non-math unchanged" of claim 3 where it can fail: the same edits (top_k 0.05, MMLU filter, draw
 #                   $CORE_SEED, s in $SCALARS (1.1)), mathneuro and random, on the multiplication test draw and MMLU test
 #   core_gsm8k      GSM8K test (lm-eval gsm8k_cot, first $GSM8K questions) on the MMLU filter's draw $CORE_SEED: scaling
-#                   at top_k 0.05 (s in $SCALARS) into core_gsm8k/scale, then pruning at top_k 0.15 into core_gsm8k/prune,
+#                   at top_k 0.05 (s in $SCALARS) into core_gsm8k/scale, then pruning at top_k $TOPK (0.15) into core_gsm8k/prune,
 #                   mathneuro and random each (METHODS sets the pruning's: wanda,random_wanda,lape,random_neurons). Meant for
 #                   DTYPE=bfloat16 on a CPU with bf16 units (~3.5 s a question on 2 threads); its points pair with
 #                   their own unedited baseline, computed in the same dtype. GSM8K_PARTS=prune (or scale) runs one half
@@ -181,7 +181,7 @@ run_stage() {
               intervention.scalar="${SCALARS:-1.1}" method=mathneuro,random hydra.sweep.dir="$root/core_gsm8k/scale"
       fi
       if [[ ${GSM8K_PARTS:-scale,prune} == *prune* ]]; then
-        sweep "${mmlu[@]}" "${gsm_test[@]}" top_k=0.15 num_samples="$N" seed="${CORE_SEED:-0}" \
+        sweep "${mmlu[@]}" "${gsm_test[@]}" top_k="$TOPK" num_samples="$N" seed="${CORE_SEED:-0}" \
               method="${METHODS:-mathneuro,random}" hydra.sweep.dir="$root/core_gsm8k/prune"
       fi ;;
     scaling_search)
