@@ -22,7 +22,8 @@
 #                   s on the test draw ($CORE_ARITH problems, seed 0) + the MC probe, mathneuro and random
 #   core_scaling_mmlu  "non-math unchanged" of claim 3 where it can fail: the same edits (top_k 0.05, MMLU filter, draw
 #                   $CORE_SEED, s in $SCALARS (1.1)), mathneuro and random, on the multiplication test draw and MMLU test
-#   core_gsm8k      GSM8K test (lm-eval gsm8k_cot, first $GSM8K questions) on the MMLU filter's draw $CORE_SEED: scaling
+#   core_gsm8k      GSM8K test (lm-eval gsm8k_cot, first $GSM8K questions) on the MMLU filter's draw $CORE_SEED
+#                   (GSM8K_FILTER=race: the RACE filter's, into the same folders; the report keeps filters apart): scaling
 #                   at top_k 0.05 (s in $SCALARS) into core_gsm8k/scale, then pruning at top_k $TOPK (0.15) into core_gsm8k/prune,
 #                   mathneuro and random each (METHODS sets the pruning's: wanda,random_wanda,lape,random_neurons). Meant for
 #                   DTYPE=bfloat16 on a CPU with bf16 units (~3.5 s a question on 2 threads); its points pair with
@@ -172,16 +173,22 @@ run_stage() {
       sweep "${mmlu[@]}" "${core_test_mmlu[@]}" intervention=scale top_k=0.05 num_samples="$N" \
             seed="${CORE_SEED:-0}" method=mathneuro,random intervention.scalar="${SCALARS:-1.1}" \
             hydra.sweep.dir="$root/core_scaling_mmlu" ;;
-    core_gsm8k)  # GSM8K test on the MMLU filter's selections: scaling at 5 %, then pruning at 15 %
+    core_gsm8k)  # GSM8K test on the MMLU (or RACE) filter's selections: scaling at 5 %, then pruning at $TOPK
       [ "$GSM8K" != 0 ] || die "core_gsm8k needs GSM8K > 0"
+      local -a gsm_filter
+      case ${GSM8K_FILTER:-mmlu} in
+        mmlu) gsm_filter=("${mmlu[@]}") ;;
+        race) gsm_filter=("${race[@]}") ;;
+        *) die "GSM8K_FILTER=${GSM8K_FILTER}: expected mmlu or race" ;;
+      esac
       case ${GSM8K_PARTS:-scale,prune} in scale,prune | scale | prune) ;;
         *) die "GSM8K_PARTS=$GSM8K_PARTS: expected scale,prune, scale or prune" ;; esac
       if [[ ${GSM8K_PARTS:-scale,prune} == *scale* ]]; then
-        sweep "${mmlu[@]}" "${gsm_test[@]}" intervention=scale top_k=0.05 num_samples="$N" seed="${CORE_SEED:-0}" \
+        sweep "${gsm_filter[@]}" "${gsm_test[@]}" intervention=scale top_k=0.05 num_samples="$N" seed="${CORE_SEED:-0}" \
               intervention.scalar="${SCALARS:-1.1}" method=mathneuro,random hydra.sweep.dir="$root/core_gsm8k/scale"
       fi
       if [[ ${GSM8K_PARTS:-scale,prune} == *prune* ]]; then
-        sweep "${mmlu[@]}" "${gsm_test[@]}" top_k="$TOPK" num_samples="$N" seed="${CORE_SEED:-0}" \
+        sweep "${gsm_filter[@]}" "${gsm_test[@]}" top_k="$TOPK" num_samples="$N" seed="${CORE_SEED:-0}" \
               method="${METHODS:-mathneuro,random}" hydra.sweep.dir="$root/core_gsm8k/prune"
       fi ;;
     scaling_search)

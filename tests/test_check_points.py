@@ -48,18 +48,35 @@ def test_a_bad_value_in_any_swept_position_is_refused(tmp_path, capsys) -> None:
     assert "does not exist" in capsys.readouterr().err
 
 
-def _claims(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(CLAIMS), "prune"], capture_output=True, text=True, timeout=120,
+def _claims(tmp_path: Path, stage: str = "prune", **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(CLAIMS), stage], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "ROOT": str(tmp_path / "sweeps"), **env})
 
 
-@pytest.mark.parametrize("missing", ["model", "data"])
-def test_claims_script_stops_before_running_when_model_or_data_is_missing(tmp_path, missing) -> None:
+def _fake_data(tmp_path: Path) -> Path:
     data = tmp_path / "data"
     for name in ("gsm8k/train.jsonl", "gsm8k/test.jsonl", "race/validation_high.jsonl",
                  "race/test_high_by_article.jsonl", "mmlu/validation_prerelease.jsonl"):
         (data / name).parent.mkdir(parents=True, exist_ok=True)
         (data / name).write_text("")
+    return data
+
+
+@pytest.mark.parametrize(("variable", "value"), [("GSM8K_FILTER", "wikitext"), ("GSM8K_PARTS", "prune,eval")])
+def test_claims_script_refuses_a_bad_choice_before_running(tmp_path, variable, value) -> None:
+    data = _fake_data(tmp_path)
+    (tmp_path / "models" / "m").mkdir(parents=True)
+    (tmp_path / "models" / "m" / "model.gguf").write_bytes(b"GGUF")
+    done = _claims(tmp_path, "core_gsm8k", DATA=str(data), MODELS=str(tmp_path / "models"), GGUF="m",
+                   DTYPE="float32", **{variable: value})
+    assert done.returncode == 2
+    assert f"{variable}={value}: expected" in done.stderr
+    assert not (tmp_path / "sweeps").exists()  # nothing ran
+
+
+@pytest.mark.parametrize("missing", ["model", "data"])
+def test_claims_script_stops_before_running_when_model_or_data_is_missing(tmp_path, missing) -> None:
+    data = _fake_data(tmp_path)
     (tmp_path / "models" / "m").mkdir(parents=True)  # the model folder, without its file unless data is missing
     if missing == "data":
         (data / "race" / "validation_high.jsonl").unlink()
