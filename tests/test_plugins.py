@@ -128,6 +128,20 @@ def test_random_sized_by_a_user_method_with_its_own_settings(plugin_dir, monkeyp
         resolve_method({"name": "random", "reference": "toy_plugins:first_rows", "reference_args": {"colour": 1}})
 
 
+def test_random_sized_by_a_user_method_pairs_with_it_under_either_name(plugin_dir, monkeypatch):
+    """A point run as ``method.name=toy_plugins:first_rows`` and a random point sized by ``first_rows``
+    (or the other way round) are one method's pair in paired.csv."""
+    from mathneuro.paired import serves
+
+    monkeypatch.syspath_prepend(str(plugin_dir))
+    assert serves("random(first_rows)", "toy_plugins:first_rows")
+    assert serves("random(toy_plugins:first_rows)", "first_rows")
+    assert serves("random(toy_plugins:first_rows)", "toy_plugins:first_rows")
+    assert not serves("random(first_rows)", "toy_plugins:nope")  # does not resolve: compared as written
+    assert not serves("random(wanda)", "toy_plugins:first_rows")
+    assert not serves("random(first_rows)", "wanda_row")
+
+
 def test_builtin_method_configs_keep_their_keys():
     spec, cfg = resolve_method({"name": "random", "filter_top_k": 0.1, "reference": "mathneuro",
                                 "targets": "mlp", "include_lm_head": True, "filter_rate": 0.5})

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from mathneuro.methods import METHODS as BUILTIN_METHODS
-from mathneuro.registry import Registry
+from mathneuro.registry import Registry, looks_like_import_path
 from mathneuro.selection import Selection
 from mathneuro.statistics import KINDS, Statistics
 from mathneuro.targets import DEFAULT_PATTERN
@@ -209,3 +209,21 @@ def method_name(node: Any) -> str:
     """The name a method config node gives (its ``_target_`` if set), without importing anything."""
     data = _node_dict(node)
     return str(data.get("_target_") or data.get("name") or "")
+
+
+def same_method(a: str, b: str) -> bool:
+    """Whether two method names name one method: a user's method by its registered name and by its
+    import path (``pkg.mod:fn``) is one. Names that do not resolve (a package absent where a report
+    runs) are compared as written."""
+    if a == b:
+        return True
+    if not (looks_like_import_path(a) or looks_like_import_path(b)):
+        return False  # two registered names: one method only if written alike
+
+    def canonical(name: str) -> str:
+        try:
+            return METHODS.get(name).name
+        except (ValueError, TypeError):
+            return name
+
+    return canonical(a) == canonical(b)

@@ -205,11 +205,23 @@ def reference_name(point: Mapping) -> str | None:
 
 
 def serves(reference: str, method: Any) -> bool:
-    """Whether the random reference ``reference`` (a :func:`reference_name`) is compared with ``method``."""
+    """Whether the random reference ``reference`` (a :func:`reference_name`) is compared with ``method``.
+
+    ``random(X)`` serves ``X`` under either of its names: a user's method named once by its registered
+    name and once by its import path (``pkg.mod:fn``) is the same method."""
     if reference in RANDOM_REFERENCES:
         methods = RANDOM_REFERENCES[reference]
         return methods is None or method in methods
-    return reference == f"{RANDOM}({method})"
+    prefix = f"{RANDOM}("
+    if not (reference.startswith(prefix) and reference.endswith(")")):
+        return False
+    sized_by, method = reference[len(prefix):-1], str(method)
+    if sized_by == method:
+        return True
+    from mathneuro.method_registry import same_method  # imports torch: only where names differ
+
+    return same_method(sized_by, method)
+
 
 
 def _rng_seed(seed: int, key: Iterable[Any]) -> list[int]:
