@@ -223,7 +223,7 @@ def same_method(a: str, b: str) -> bool:
     def canonical(name: str) -> str:
         try:
             return METHODS.get(name).name
-        except (ValueError, TypeError):
+        except Exception:  # a user's module may fail in any way on import; the report must not
             return name
 
     return canonical(a) == canonical(b)

@@ -223,7 +223,6 @@ def serves(reference: str, method: Any) -> bool:
     return same_method(sized_by, method)
 
 
-
 def _rng_seed(seed: int, key: Iterable[Any]) -> list[int]:
     return [int(seed), zlib.crc32(json.dumps([str(k) for k in key]).encode())]
 
