@@ -62,7 +62,7 @@ def run_path(model, tok, args: argparse.Namespace, prefix_cache: bool) -> dict:
 
     from mathneuro.evaluation import EvalConfig
     from mathneuro.evaluation.harness import Harness, flatten_lm_eval_metrics, preserved_rng
-    from mathneuro.peak_memory import peak_rss_mb, reset_peak_memory
+    from mathneuro.util.peak_memory import peak_rss_mb, reset_peak_memory
 
     cfg = EvalConfig(name="bench", tasks=[args.task], data_dir=args.data_dir, batch_size=args.batch_size,
                      prefix_cache=prefix_cache, max_gen_toks=args.max_gen_toks, bootstrap_iters=0)

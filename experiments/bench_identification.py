@@ -18,11 +18,11 @@ from pathlib import Path
 
 import torch
 
-from mathneuro.data import load_records, render
+from mathneuro.data.datasets import load_records, render
 from mathneuro.models import load_model
-from mathneuro.peak_memory import peak_rss_mb, reset_peak_memory
-from mathneuro.statistics import collect_statistics, length_sorted_batches, right_padded, tokenize
-from mathneuro.targets import base_model, find_target_linears
+from mathneuro.models.targets import base_model, find_target_linears
+from mathneuro.statistics.passes import collect_statistics, length_sorted_batches, right_padded, tokenize
+from mathneuro.util.peak_memory import peak_rss_mb, reset_peak_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -31,12 +31,12 @@ from pathlib import Path
 
 import torch
 
-from mathneuro.analysis import overlap
-from mathneuro.data import draw_samples, load_records, render
-from mathneuro.methods import module_of, topk_count, topk_mask
+from mathneuro.data.datasets import draw_samples, load_records, render
+from mathneuro.methods.functions import module_of, topk_count, topk_mask
 from mathneuro.models import load_model
-from mathneuro.statistics import length_sorted_batches, masked_square_sums, right_padded, tokenize
-from mathneuro.targets import base_model, find_target_linears, weight_parameters
+from mathneuro.models.targets import base_model, find_target_linears, weight_parameters
+from mathneuro.report.overlap import overlap
+from mathneuro.statistics.passes import length_sorted_batches, masked_square_sums, right_padded, tokenize
 
 MODELS = {
     "135m": "/root/.cache/mathneuro-models/smollm2-135m/model.gguf",

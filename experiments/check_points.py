@@ -18,9 +18,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from mathneuro.cli import config_dir, job_dirname, open_mapping_overrides
-from mathneuro.config import ConfigError, register_configs, validate
-from mathneuro.preflight import check_model_source
+from mathneuro.pipeline.cli import config_dir, job_dirname, open_mapping_overrides
+from mathneuro.pipeline.config import ConfigError, register_configs, validate
+from mathneuro.pipeline.preflight import check_model_source
 
 
 def compositions(overrides: list[str]) -> list[list[str]]:

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import torch
 
-from mathneuro.analysis import overlap
-from mathneuro.cache import StatisticsCache
-from mathneuro.embedded import cache_root
-from mathneuro.methods import mathneuro_selection, wanda_selection
+from mathneuro.methods.functions import mathneuro_selection, wanda_selection
 from mathneuro.models import load_model
-from mathneuro.targets import find_target_linears, weight_parameters
+from mathneuro.models.embedded import cache_root
+from mathneuro.models.targets import find_target_linears, weight_parameters
+from mathneuro.report.overlap import overlap
+from mathneuro.statistics.cache import StatisticsCache
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

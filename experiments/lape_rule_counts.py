@@ -15,10 +15,10 @@ import argparse
 import json
 import time
 
-from mathneuro.data import draw_samples, load_records, render
-from mathneuro.methods import lape_min_top_k, lape_selection
+from mathneuro.data.datasets import draw_samples, load_records, render
+from mathneuro.methods.functions import lape_min_top_k, lape_selection
 from mathneuro.models import load_model
-from mathneuro.statistics import collect_statistics
+from mathneuro.statistics.passes import collect_statistics
 
 MATH = ("embedded://math_demo", "Question: {question}\nAnswer: {answer}")
 NONMATH = ("embedded://nonmath_demo", "{instruction}\n{response}")

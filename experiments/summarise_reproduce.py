@@ -15,7 +15,6 @@ import math
 import statistics
 from pathlib import Path
 
-from mathneuro.efficiency import efficiency_table
 from mathneuro.report import (
     comparison_rows,
     load_results,
@@ -25,6 +24,7 @@ from mathneuro.report import (
     tidy_rows,
     write_csv,
 )
+from mathneuro.report.efficiency import efficiency_table
 
 GRID_METRICS = {"math/arith/exact_match": "arith", "nonmath/mc/acc": "MC acc", "nonmath/ppl/word_perplexity": "word ppl"}
 PAPER_METRICS = {"math/gsm8k_gen/exact_match": "GSM8K", "nonmath/race/acc": "RACE acc", "nonmath/mmlu/acc": "MMLU acc"}

@@ -52,7 +52,7 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
     """A tiny random llama saved like any local checkpoint (one per test module)."""
-    from mathneuro.tiny import tiny_model
+    from mathneuro.models.tiny import tiny_model
 
     path = tmp_path_factory.mktemp("tiny-llama")
     model, tok = tiny_model("llama")

@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from mathneuro import analysis
-from mathneuro.analysis import (
+from mathneuro.report import overlap as analysis
+from mathneuro.report.overlap import (
     count_entries,
     count_selected,
     data_efficiency,
@@ -84,7 +84,7 @@ def test_module_type(name: str, kind: str) -> None:
 
 @pytest.mark.parametrize("arch", ["llama", "phi"])
 def test_names_of_real_tiny_models(arch: str) -> None:
-    from mathneuro.tiny import tiny_model
+    from mathneuro.models.tiny import tiny_model
 
     model, _ = tiny_model(arch)
     layers = {layer_index(n) for n, _ in model.named_parameters()}
@@ -280,7 +280,7 @@ def test_selection_file_roundtrip(tmp_path, sel_a: dict) -> None:
 
 
 def test_saved_masks_are_packed_bits_and_read_back_exactly(tmp_path) -> None:
-    from mathneuro.selection import Selection
+    from mathneuro.methods.selection import Selection
 
     gen = torch.Generator().manual_seed(0)
     masks = {"a.weight": torch.rand(37, 53, generator=gen) < 0.15,  # 1,961 entries: not a multiple of 8

@@ -2,8 +2,8 @@
 
 import torch
 
-from mathneuro.cache import StatisticsCache, cached_statistics
-from mathneuro.tiny import tiny_model
+from mathneuro.models.tiny import tiny_model
+from mathneuro.statistics.cache import StatisticsCache, cached_statistics
 
 from .conftest import TEXTS
 

@@ -13,14 +13,14 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from mathneuro.intervention import apply_intervention
-from mathneuro.methods import mathneuro_selection, random_selection, topk_count, wanda_selection
+from mathneuro.edit.intervention import apply_intervention
+from mathneuro.methods.functions import mathneuro_selection, random_selection, topk_count, wanda_selection
+from mathneuro.methods.selection import Selection
 from mathneuro.models import resolve_device
-from mathneuro.runner import run_point
-from mathneuro.selection import Selection
-from mathneuro.statistics import collect_statistics
-from mathneuro.targets import find_target_linears
-from mathneuro.tiny import tiny_model
+from mathneuro.models.targets import find_target_linears
+from mathneuro.models.tiny import tiny_model
+from mathneuro.pipeline.runner import run_point
+from mathneuro.statistics.passes import collect_statistics
 from tests.conftest import TEXTS
 from tests.test_runner import base_overrides, compose_cfg
 

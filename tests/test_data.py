@@ -1,4 +1,4 @@
-"""mathneuro.data: loading records, templates, sample draws, embedded demo data and the task/filter configs."""
+"""mathneuro.data.datasets: loading records, templates, sample draws, embedded demo data and the task/filter configs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from mathneuro.data import (
+from mathneuro.data.datasets import (
     DatasetConfig,
     draw_samples,
     embedded_datasets,

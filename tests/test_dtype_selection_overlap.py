@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from mathneuro.methods import mathneuro_selection
-from mathneuro.statistics import Statistics
+from mathneuro.methods.functions import mathneuro_selection
+from mathneuro.statistics.passes import Statistics
 
 from .conftest import load_experiment
 

@@ -11,12 +11,12 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from mathneuro.analysis import data_efficiency
-from mathneuro.efficiency import MATH_TOPK_FILE, efficiency_table
-from mathneuro.methods import topk_count
+from mathneuro.methods.functions import topk_count
+from mathneuro.methods.selection import Selection
+from mathneuro.pipeline.runner import run_point
 from mathneuro.report import write_report
-from mathneuro.runner import run_point
-from mathneuro.selection import Selection
+from mathneuro.report.efficiency import MATH_TOPK_FILE, efficiency_table
+from mathneuro.report.overlap import data_efficiency
 from tests.test_runner import base_overrides, compose_cfg
 
 NAME = "model.layers.0.mlp.up_proj.weight"

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from mathneuro.evaluation import TASKS, EvalConfig, Evaluator, kind_of, lm_eval_name, validate_config
 from mathneuro.evaluation.tasks import DATA_DIR_ENV, HARNESS_TASKS, PROBES
-from mathneuro.tiny import tiny_model
+from mathneuro.models.tiny import tiny_model
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "eval"
 

@@ -14,7 +14,7 @@ from mathneuro.eval_tasks import TASKS_DIR
 from mathneuro.eval_tasks.fewshot import gsm8k_cot, minerva_math
 from mathneuro.evaluation import TASKS, EvalConfig, Evaluator, flatten_lm_eval_metrics
 from mathneuro.evaluation.tasks import HARNESS_TASKS, MMLU_SUBJECTS, missing_files
-from mathneuro.tiny import tiny_model
+from mathneuro.models.tiny import tiny_model
 
 pytestmark = pytest.mark.integration  # real files, subprocesses or lm-eval: see Makefile test tiers
 

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from mathneuro.evaluation import EvalConfig, Evaluator
 from mathneuro.evaluation.samples import column_mean, read_records, records_from_lm_eval
-from mathneuro.tiny import tiny_model
+from mathneuro.models.tiny import tiny_model
 
 MC_YAML = """\
 task: {name}
@@ -220,9 +220,9 @@ def test_cli_refuses_a_misspelt_task_with_exit_2_and_one_line(tmp_path):
 def test_run_point_writes_records_for_the_run_and_once_for_the_baseline(user_root, tmp_path):
     from hydra import compose, initialize_config_dir
 
-    from mathneuro.cli import config_dir, job_dirname
-    from mathneuro.config import register_configs
-    from mathneuro.runner import run_point
+    from mathneuro.pipeline.cli import config_dir, job_dirname
+    from mathneuro.pipeline.config import register_configs
+    from mathneuro.pipeline.runner import run_point
 
     model_dir = tmp_path / "tiny"
     model, tok = tiny_model("llama")

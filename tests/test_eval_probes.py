@@ -31,7 +31,7 @@ from mathneuro.evaluation.probes import (
     score_mc,
     text_documents,
 )
-from mathneuro.tiny import byte_tokenizer, tiny_model
+from mathneuro.models.tiny import byte_tokenizer, tiny_model
 
 
 def _tid(tok, char: str) -> int:

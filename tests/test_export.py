@@ -8,12 +8,12 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from mathneuro.export import export_edited_model, export_model
-from mathneuro.intervention import apply_intervention
-from mathneuro.methods import random_selection
-from mathneuro.selection import Selection
-from mathneuro.targets import find_mlp_activations, find_target_linears, weight_parameters
-from mathneuro.tiny import tiny_model
+from mathneuro.edit.export import export_edited_model, export_model
+from mathneuro.edit.intervention import apply_intervention
+from mathneuro.methods.functions import random_selection
+from mathneuro.methods.selection import Selection
+from mathneuro.models.targets import find_mlp_activations, find_target_linears, weight_parameters
+from mathneuro.models.tiny import tiny_model
 
 from .conftest import TEXTS
 
@@ -102,7 +102,7 @@ def test_a_gguf_loaded_model_exports_as_a_plain_folder(tmp_path):
 
 
 def test_export_model_key_writes_the_points_edited_model(tmp_path):
-    from mathneuro.runner import run_point
+    from mathneuro.pipeline.runner import run_point
 
     model, tok = tiny_model("llama")
     folder = tmp_path / "tiny"
@@ -111,8 +111,8 @@ def test_export_model_key_writes_the_points_edited_model(tmp_path):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from mathneuro.cli import config_dir, job_dirname
-    from mathneuro.config import register_configs
+    from mathneuro.pipeline.cli import config_dir, job_dirname
+    from mathneuro.pipeline.config import register_configs
 
     register_configs()
     if not OmegaConf.has_resolver("mathneuro_dirname"):

@@ -24,11 +24,11 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from mathneuro.cache import StatisticsCache, cached_statistics
-from mathneuro.config import ConfigError
-from mathneuro.preflight import check_model_source, gguf_problem, safetensors_problem, smallest_top_k
-from mathneuro.runner import run_point
-from mathneuro.tiny import tiny_model
+from mathneuro.models.tiny import tiny_model
+from mathneuro.pipeline.config import ConfigError
+from mathneuro.pipeline.preflight import check_model_source, gguf_problem, safetensors_problem, smallest_top_k
+from mathneuro.pipeline.runner import run_point
+from mathneuro.statistics.cache import StatisticsCache, cached_statistics
 
 from .conftest import TEXTS
 from .test_runner import base_overrides, cli, compose_cfg
@@ -97,7 +97,7 @@ def test_user_errors_are_one_line_and_exit_2(tiny_dir, tmp_path, overrides, key,
     ],
 )
 def test_hydra_composition_errors_become_one_line_naming_the_key(override, line):
-    from mathneuro.errors import user_error
+    from mathneuro.pipeline.errors import user_error
 
     with pytest.raises(Exception) as info:  # noqa: PT011 - Hydra raises several kinds
         compose_cfg([override])
@@ -183,7 +183,7 @@ def test_top_k_that_selects_nothing_is_refused_with_the_smallest_that_does(tiny_
     assert not (tmp_path / "out" / "results.json").exists()
     assert not (tmp_path / "cache" / "baselines").exists()  # refused before any evaluation
     model, _ = tiny_model("llama")
-    from mathneuro.targets import find_target_linears
+    from mathneuro.models.targets import find_target_linears
 
     shapes = {n: tuple(m.weight.shape) for n, m in find_target_linears(model).items()}
     assert smallest == smallest_top_k("mathneuro", shapes)
@@ -258,7 +258,7 @@ def test_damaged_statistics_entry_is_recomputed_rewritten_and_then_read(tmp_path
 
 
 def test_an_interrupted_save_leaves_no_entry(tmp_path, monkeypatch):
-    import mathneuro.cache as cache_mod
+    import mathneuro.statistics.cache as cache_mod
 
     model, tok = tiny_model("llama")
     stats, keys = cached_statistics(StatisticsCache(None), model, tok, TEXTS, model_identity={"n": 1},
@@ -275,7 +275,7 @@ def test_an_interrupted_save_leaves_no_entry(tmp_path, monkeypatch):
 
 def test_damaged_baseline_entry_is_recomputed_rewritten_and_then_read(tmp_path, caplog):
     from mathneuro.models import model_identity
-    from mathneuro.runner import Workbench
+    from mathneuro.pipeline.runner import Workbench
 
     model, tok = tiny_model("llama")
     eval_cfg = OmegaConf.to_object(compose_cfg(["eval=quick", "eval.limit=2", "progress=false"])).eval
@@ -356,7 +356,7 @@ def test_unreachable_wandb_logs_every_point_offline_after_one_bounded_wait(tiny_
 
 
 def test_wandb_dir_set_by_the_user_is_honoured(tmp_path, monkeypatch):
-    from mathneuro.recording import WandbRun
+    from mathneuro.pipeline.recording import WandbRun
 
     runs = tmp_path / "wandb-runs"
     runs.mkdir()

@@ -3,12 +3,12 @@
 import pytest
 import torch
 
-from mathneuro.intervention import apply_intervention
-from mathneuro.methods import lape_selection, mathneuro_selection
-from mathneuro.selection import Selection
-from mathneuro.statistics import collect_statistics
-from mathneuro.targets import find_target_linears, mlp_widths, neuron_weight_counts, weight_parameters
-from mathneuro.tiny import ARCHITECTURES, tiny_model
+from mathneuro.edit.intervention import apply_intervention
+from mathneuro.methods.functions import lape_selection, mathneuro_selection
+from mathneuro.methods.selection import Selection
+from mathneuro.models.targets import find_target_linears, mlp_widths, neuron_weight_counts, weight_parameters
+from mathneuro.models.tiny import ARCHITECTURES, tiny_model
+from mathneuro.statistics.passes import collect_statistics
 
 from .conftest import TEXTS
 

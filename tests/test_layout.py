@@ -20,7 +20,7 @@ def test_no_module_is_large():
 
 
 def test_runner_imports_nothing_from_the_report_layer():
-    code = ("import sys, mathneuro.runner, mathneuro.cli; "
+    code = ("import sys, mathneuro.pipeline.runner, mathneuro.pipeline.cli; "
             "print(sorted(m for m in sys.modules if m.startswith(('mathneuro.report', 'matplotlib'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from mathneuro import locking
-from mathneuro.cache import StatisticsCache, cached_statistics
-from mathneuro.locking import FileLock, LockTimeout
-from mathneuro.statistics import collect_statistics
-from mathneuro.tiny import tiny_model
+from mathneuro.models.tiny import tiny_model
+from mathneuro.statistics.cache import StatisticsCache, cached_statistics
+from mathneuro.statistics.passes import collect_statistics
+from mathneuro.util import locking
+from mathneuro.util.locking import FileLock, LockTimeout
 
 from .conftest import TEXTS
 
@@ -54,7 +54,7 @@ def test_second_holder_waits_while_heartbeat_keeps_a_long_hold_alive(tmp_path):
 
 def test_lock_of_a_killed_process_on_this_host_is_taken_over_at_once(tmp_path):
     path = tmp_path / "k.lock"
-    code = ("import os, sys; from mathneuro.locking import FileLock; "
+    code = ("import os, sys; from mathneuro.util.locking import FileLock; "
             f"FileLock({str(path)!r}, stale_after=600, heartbeat=0.05).acquire(); os._exit(0)")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)  # exits holding the lock
     assert path.exists()

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from mathneuro.methods import (
+from mathneuro.methods.functions import (
     lape_keep_count,
     lape_min_top_k,
     lape_saturation_message,
@@ -19,9 +19,9 @@ from mathneuro.methods import (
     topk_mask_rows,
     wanda_selection,
 )
-from mathneuro.statistics import Statistics, collect_statistics
-from mathneuro.targets import find_target_linears, weight_parameters
-from mathneuro.tiny import tiny_model
+from mathneuro.models.targets import find_target_linears, weight_parameters
+from mathneuro.models.tiny import tiny_model
+from mathneuro.statistics.passes import Statistics, collect_statistics
 
 from .conftest import TEXTS
 

@@ -1,4 +1,4 @@
-"""mathneuro.models / mathneuro.embedded: loading from folders and GGUF files, the conversion cache, errors."""
+"""mathneuro.models / mathneuro.models.embedded: loading from folders and GGUF files, the conversion cache, errors."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 import torch
 from gguf import quants
 
-from mathneuro import embedded, models
+from mathneuro import models
 from mathneuro.evaluation.generation import generation_eos_ids
+from mathneuro.models import embedded, load_model, model_identity, resolve_device, resolve_dtype
 from mathneuro.models import gguf as conversion
-from mathneuro.models import load_model, model_identity, resolve_device, resolve_dtype
-from mathneuro.tiny import byte_tokenizer, tiny_model
+from mathneuro.models.tiny import byte_tokenizer, tiny_model
 
 pytestmark = pytest.mark.integration  # real files, subprocesses or lm-eval: see Makefile test tiers
 
@@ -536,7 +536,7 @@ def test_loading_in_bf16_warns_once_where_the_cpu_lacks_bf16(tmp_path, caplog, m
 
 def test_hardware_record_names_device_dtype_and_cpu():
     from mathneuro.models.devices import cpu_name, describe_hardware
-    from mathneuro.tiny import tiny_model
+    from mathneuro.models.tiny import tiny_model
 
     assert cpu_name("processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t: avx2\n") == "AMD EPYC 7B13"
     assert cpu_name("") and isinstance(cpu_name(""), str)  # no /proc/cpuinfo: the platform's word

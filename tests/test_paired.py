@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mathneuro import paired, report_cli
-from mathneuro.paired import paired_bootstrap, paired_differences
+from mathneuro.report import cli as report_cli
+from mathneuro.report import paired
+from mathneuro.report.paired import paired_bootstrap, paired_differences
 
 
 # ------------------------------------------------------------------------------------ statistics
@@ -208,7 +209,7 @@ def test_no_records_anywhere_is_one_line(tmp_path: Path) -> None:
 def test_multirun_callback_writes_paired_csv_and_wandb_gets_the_table(sweep: Path) -> None:
     from omegaconf import OmegaConf
 
-    from mathneuro.callbacks import SweepReport
+    from mathneuro.pipeline.callbacks import SweepReport
     from mathneuro.report import log_report_to_wandb, write_report
 
     SweepReport().on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}},

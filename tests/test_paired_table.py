@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mathneuro import paired
+from mathneuro.report import paired
 from tests.conftest import load_experiment
 
 pytestmark = pytest.mark.unit

@@ -9,8 +9,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from mathneuro.peak_memory import peak_memory_mb, peak_rss_mb, reset_peak_memory
-from mathneuro.runner import run_point
+from mathneuro.pipeline.runner import run_point
+from mathneuro.util.peak_memory import peak_memory_mb, peak_rss_mb, reset_peak_memory
 from tests.test_runner import base_overrides, compose_cfg
 
 BIG_MB = 600

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from mathneuro.method_registry import METHODS, resolve_method
-from mathneuro.selection import Selection
-from mathneuro.tiny import tiny_model
+from mathneuro.methods.registry import METHODS, resolve_method
+from mathneuro.methods.selection import Selection
+from mathneuro.models.tiny import tiny_model
 
 pytestmark = pytest.mark.integration
 
@@ -24,8 +24,8 @@ PLUGIN = textwrap.dedent('''
     import torch
 
     from mathneuro.evaluation.probe_registry import register_probe
-    from mathneuro.method_registry import LinearMethodConfig, register_method
-    from mathneuro.selection import Selection
+    from mathneuro.methods.registry import LinearMethodConfig, register_method
+    from mathneuro.methods.selection import Selection
 
 
     @dataclass
@@ -109,8 +109,8 @@ def test_user_method_by_target_and_errors(plugin_dir, monkeypatch):
 def test_random_sized_by_a_user_method_with_its_own_settings(plugin_dir, monkeypatch):
     """method.reference names the user's method, method.reference_args its settings: random then
     draws exactly that many weights per matrix (two rows' worth), elsewhere than the first rows."""
-    from mathneuro.method_registry import MethodInputs
-    from mathneuro.targets import find_target_linears, weight_parameters
+    from mathneuro.methods.registry import MethodInputs
+    from mathneuro.models.targets import find_target_linears, weight_parameters
 
     monkeypatch.syspath_prepend(str(plugin_dir))
     model, _ = tiny_model("llama")
@@ -131,7 +131,7 @@ def test_random_sized_by_a_user_method_with_its_own_settings(plugin_dir, monkeyp
 def test_random_sized_by_a_user_method_pairs_with_it_under_either_name(plugin_dir, monkeypatch):
     """A point run as ``method.name=toy_plugins:first_rows`` and a random point sized by ``first_rows``
     (or the other way round) are one method's pair in paired.csv."""
-    from mathneuro.paired import serves
+    from mathneuro.report.paired import serves
 
     monkeypatch.syspath_prepend(str(plugin_dir))
     assert serves("random(first_rows)", "toy_plugins:first_rows")

@@ -11,7 +11,7 @@ from lm_eval.models.huggingface import HFLM
 from mathneuro.evaluation import EvalConfig
 from mathneuro.evaluation.harness import Harness
 from mathneuro.evaluation.prefix_cache import PrefixCacheHFLM, shared_prefix_length
-from mathneuro.tiny import ARCHITECTURES, tiny_model
+from mathneuro.models.tiny import ARCHITECTURES, tiny_model
 
 PREFIX = "Q: Ann has 3 cats and gets 2 more. How many cats?\nA: 3 + 2 = 5. The answer is 5.\n\n"
 # suffixes of very different lengths (1 to ~60 tokens): lm-eval sorts them by length into batches of 4

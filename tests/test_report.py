@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import save_file
 
 from mathneuro import report as rep
-from mathneuro import report_cli
+from mathneuro.report import cli as report_cli
 from mathneuro.report import figures
 
 MATH = "math/arith/exact_match"
@@ -225,7 +225,7 @@ def test_labels_include_filter_when_several() -> None:
 
 
 def test_data_efficiency_and_heatmap_figures(tmp_path: Path) -> None:
-    from mathneuro.analysis import data_efficiency, overlap_matrix
+    from mathneuro.report.overlap import data_efficiency, overlap_matrix
 
     name = "model.layers.0.mlp.up_proj.weight"
     gen = torch.Generator().manual_seed(0)

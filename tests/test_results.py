@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from mathneuro.results import PointResult, coerce, load, tidy_row
+from mathneuro.pipeline.results import PointResult, coerce, load, tidy_row
 
 pytestmark = pytest.mark.unit
 

@@ -16,10 +16,10 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from mathneuro.cli import config_dir, job_dirname
-from mathneuro.config import ConfigError, register_configs, validate
-from mathneuro.runner import run_point
-from mathneuro.selection import Selection
+from mathneuro.methods.selection import Selection
+from mathneuro.pipeline.cli import config_dir, job_dirname
+from mathneuro.pipeline.config import ConfigError, register_configs, validate
+from mathneuro.pipeline.runner import run_point
 
 pytestmark = pytest.mark.integration  # real files, subprocesses or lm-eval: see Makefile test tiers
 
@@ -62,7 +62,7 @@ def test_every_config_composes_and_validates(group, tmp_path, monkeypatch):
         cfg = compose_cfg([f"{group}={name}"])
         if not group.startswith("hydra"):
             obj = OmegaConf.to_object(cfg)  # type-checks against the structured config
-            from mathneuro.config import validate
+            from mathneuro.pipeline.config import validate
 
             try:
                 validate(obj)
@@ -199,7 +199,7 @@ def test_unwritable_output_dir_is_refused(tiny_dir, tmp_path):
 def test_lape_on_a_model_without_an_understood_mlp_is_refused(tmp_path):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from mathneuro.tiny import byte_tokenizer
+    from mathneuro.models.tiny import byte_tokenizer
 
     path = tmp_path / "gpt2"
     tok = byte_tokenizer()
@@ -288,8 +288,8 @@ def test_job_dirname_is_stable_readable_and_distinct():
 
 
 def test_a_point_running_in_another_process_is_skipped_not_repeated(tiny_dir, tmp_path):
-    from mathneuro.locking import FileLock
-    from mathneuro.runner import RUNNING_LOCK
+    from mathneuro.pipeline.runner import RUNNING_LOCK
+    from mathneuro.util.locking import FileLock
 
     cfg = OmegaConf.to_object(compose_cfg([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none",
                                            "logger=none", "top_k=0.5"]))
@@ -314,7 +314,7 @@ def test_a_point_running_in_another_process_is_skipped_not_repeated(tiny_dir, tm
     # a fresh claim (heartbeat seconds ago) by a worker on this host that was since killed: the
     # resumed sweep runs the point now instead of skipping it as "running elsewhere"
     (out / "results.json").unlink()
-    code = ("import os; from mathneuro.locking import FileLock; "
+    code = ("import os; from mathneuro.util.locking import FileLock; "
             f"FileLock({str(out / RUNNING_LOCK)!r}).acquire(); os._exit(0)")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     assert (out / RUNNING_LOCK).exists()
@@ -388,7 +388,7 @@ def _finish_baseline_elsewhere(bench, key: str, lock, metrics: dict, delay: floa
 
 def test_processes_sharing_a_cache_evaluate_the_baseline_once(tiny_dir, tmp_path):
 
-    from mathneuro.workbench import get_workbench
+    from mathneuro.pipeline.workbench import get_workbench
 
     cfg = OmegaConf.to_object(compose_cfg([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=quick",
                                            "eval.limit=2", "logger=none"]))
@@ -408,7 +408,7 @@ def test_a_point_evaluates_its_edit_first_while_another_process_evaluates_the_ba
     """A worker that finds the unedited model being evaluated elsewhere does not sit idle on the lock:
     it evaluates its edit, then reads the other process's baseline."""
 
-    from mathneuro.workbench import get_workbench
+    from mathneuro.pipeline.workbench import get_workbench
 
     cfg = OmegaConf.to_object(compose_cfg([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=quick",
                                            "eval.limit=2", "logger=none", "top_k=0.2"]))

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from mathneuro.statistics import collect_statistics, length_sorted_batches
-from mathneuro.targets import base_model, find_mlp_activations, find_target_linears
-from mathneuro.tiny import ARCHITECTURES, tiny_model
+from mathneuro.models.targets import base_model, find_mlp_activations, find_target_linears
+from mathneuro.models.tiny import ARCHITECTURES, tiny_model
+from mathneuro.statistics.passes import collect_statistics, length_sorted_batches
 
 from .conftest import TEXTS
 
@@ -112,7 +112,7 @@ def test_bad_arguments_are_refused():
 
 def test_compiled_kernel_equals_eager_reference():
     """The fused (torch.compile) reduction gives the eager numbers, padding excluded."""
-    from mathneuro.statistics import masked_square_sums, square_sum_kernel
+    from mathneuro.statistics.passes import masked_square_sums, square_sum_kernel
 
     fused = square_sum_kernel("compiled")
     x = torch.randn(3, 7, 16, dtype=torch.bfloat16)
@@ -125,7 +125,7 @@ def test_compiled_kernel_equals_eager_reference():
 
 
 def test_auto_kernel_compiles_only_real_sized_models_on_a_cpu():
-    from mathneuro.statistics import AUTO_COMPILE_MIN_WEIGHTS, masked_square_sums, square_sum_kernel
+    from mathneuro.statistics.passes import AUTO_COMPILE_MIN_WEIGHTS, masked_square_sums, square_sum_kernel
 
     big = AUTO_COMPILE_MIN_WEIGHTS
     assert square_sum_kernel("auto", big - 1, "cpu") is masked_square_sums  # compiling costs more than it saves

@@ -1,3 +1,13 @@
-"""mathneuro: find the weights of a language model that serve one skill, using forward passes only."""
+"""mathneuro: find the weights of a language model that serve one skill, using forward passes only.
+
+The pipeline, one package per stage: :mod:`mathneuro.data` → :mod:`mathneuro.statistics` →
+:mod:`mathneuro.methods` → :mod:`mathneuro.edit` → :mod:`mathneuro.evaluation` →
+:mod:`mathneuro.pipeline` (config, runner, CLI) → :mod:`mathneuro.report`; with
+:mod:`mathneuro.models` and :mod:`mathneuro.util` beside them.
+"""
+
+from mathneuro import _compat
 
 __version__ = "0.1.0"
+
+_compat.install()  # old flat module names (mathneuro.runner, ...) for one release

@@ -1,3 +1,3 @@
-from mathneuro.cli import main
+from mathneuro.pipeline.cli import main
 
 main()

@@ -15,7 +15,7 @@ from typing import Any
 
 import datasets
 
-from mathneuro.data import read_jsonl
+from mathneuro.data.datasets import read_jsonl
 from mathneuro.evaluation.tasks import DATA_DIR_ENV
 
 

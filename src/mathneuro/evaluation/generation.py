@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 from tqdm.auto import tqdm
 
-from mathneuro.padding import left_padded, pad_token_id
+from mathneuro.util.padding import left_padded, pad_token_id
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

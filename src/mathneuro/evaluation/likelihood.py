@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from mathneuro.evaluation.generation import encode, last_positions, model_device
-from mathneuro.padding import left_padded, pad_token_id
+from mathneuro.util.padding import left_padded, pad_token_id
 
 
 def prefix_token_id(tokenizer) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from mathneuro.registry import Registry
+from mathneuro.util.registry import Registry
 
 ATTRIBUTE = "__mathneuro_probe__"
 KINDS = ("math", "nonmath")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from mathneuro.data import read_jsonl
+from mathneuro.data.datasets import read_jsonl
 from mathneuro.evaluation.answers import extract_integer
 from mathneuro.evaluation.config import ArithConfig, GenerationProbeConfig
 from mathneuro.evaluation.generation import greedy_generate

@@ -17,8 +17,8 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from mathneuro.embedded import cache_root
-from mathneuro.locking import FileLock
+from mathneuro.models.embedded import cache_root
+from mathneuro.util.locking import FileLock
 
 logger = logging.getLogger("mathneuro.models")
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from mathneuro.embedded import EMBEDDED_SCHEME, embedded_gguf_path
+from mathneuro.models.embedded import EMBEDDED_SCHEME, embedded_gguf_path
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 

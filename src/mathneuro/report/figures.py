@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mathneuro.analysis import sort_layer_keys
+from mathneuro.pipeline.results import POINT_FIELDS, PointResult, _is_number, coerce
+from mathneuro.report.overlap import sort_layer_keys
 from mathneuro.report.tables import _hashable, aggregate
-from mathneuro.results import POINT_FIELDS, PointResult, _is_number, coerce
 
 
 def _save(fig, path: str | Path) -> Path:
@@ -147,7 +147,7 @@ def plot_metric_vs_scalar(rows: Sequence[Mapping], metric: str | Sequence[str], 
 
 
 def _is_result_like(data: Any) -> bool:
-    """A single result in one of the shapes :func:`mathneuro.results.coerce` reads (not a ``{label: ...}`` map)."""
+    """A single result in one of the shapes :func:`mathneuro.pipeline.results.coerce` reads (not a ``{label: ...}`` map)."""
     if isinstance(data, PointResult):
         return True
     return isinstance(data, Mapping) and (
@@ -157,7 +157,7 @@ def _is_result_like(data: Any) -> bool:
 
 def _per_layer_entries(data: Any) -> list[tuple[str, Any, dict[str, float]]]:
     """(label, top_k, per_layer) of every result in ``data``: one result or a list of them in any shape
-    :func:`mathneuro.results.coerce` reads, or ``{label: any of those}``."""
+    :func:`mathneuro.pipeline.results.coerce` reads, or ``{label: any of those}``."""
     if isinstance(data, Mapping) and not _is_result_like(data):
         return [(str(label), top_k, layers) for label, item in data.items()
                 for _, top_k, layers in _per_layer_entries(item)]
@@ -253,7 +253,7 @@ def plot_data_efficiency(rows: Sequence[Mapping], path: str | Path, *, title: st
 
 
 def plot_overlap_heatmap(matrix: Mapping, path: str | Path, *, key: str = "jaccard", title: str | None = None) -> Path:
-    """A heatmap of an :func:`mathneuro.analysis.overlap_matrix` (``key``: jaccard or a_in_b)."""
+    """A heatmap of an :func:`mathneuro.report.overlap.overlap_matrix` (``key``: jaccard or a_in_b)."""
     plt = _pyplot()
     labels = list(matrix["labels"])
     values = [[(v if v is not None else float("nan")) for v in row] for row in matrix[key]]

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from mathneuro.pipeline.results import _is_number
 from mathneuro.report.figures import plot_metric_vs_scalar, plot_metric_vs_topk, plot_per_layer
 from mathneuro.report.sweep import load_results
 from mathneuro.report.tables import (
@@ -20,7 +21,6 @@ from mathneuro.report.tables import (
     tidy_rows,
     write_csv,
 )
-from mathneuro.results import _is_number
 
 
 def _safe_name(text: str) -> str:
@@ -137,8 +137,8 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
     Figures: ``<intervention>_vs_topk.png`` (every metric of the evaluated tasks, math and non-math
     side by side; a group's subtasks only when ``metrics`` names them),
     ``<intervention>_vs_scalar.png`` when several scale factors were run, ``per_layer.png``.
-    With per-example records also ``paired.csv`` (:mod:`mathneuro.paired`); with selections saved
-    for several draws ``data_efficiency.csv`` and its figure (:mod:`mathneuro.efficiency`).
+    With per-example records also ``paired.csv`` (:mod:`mathneuro.report.paired`); with selections saved
+    for several draws ``data_efficiency.csv`` and its figure (:mod:`mathneuro.report.efficiency`).
     Returns ``{"csv", "markdown", "figures": {name: path}, "rows", "missing", "metrics", "headline_metrics", "comparison",
     "paired", "paired_csv", "paired_notes", "data_efficiency", "data_efficiency_csv"}``.
     Raises FileNotFoundError for a missing dir and ValueError when no complete point exists."""
@@ -162,8 +162,8 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
         notes.append(f"{len(left)} subtask metric(s) of evaluated groups (e.g. `{left[0]}`) are left out of the "
                      "figures and the comparison table; points.csv, the table of all points and paired.csv have them")
     md = _summary_markdown(sweep, rows, missing, headline, figures, notes, out)
-    from mathneuro.efficiency import write_data_efficiency  # saved selections at several N / seeds
-    from mathneuro.paired import write_paired  # paired.csv from per-example records, if any
+    from mathneuro.report.efficiency import write_data_efficiency  # saved selections at several N / seeds
+    from mathneuro.report.paired import write_paired  # paired.csv from per-example records, if any
 
     paired, efficiency = write_paired(complete, out), write_data_efficiency(complete, out)
     figures.update(efficiency["figures"] if efficiency else {})

@@ -95,7 +95,7 @@ class PointResult:
 
     def write(self, path: str | os.PathLike) -> Path:
         """Write :meth:`to_json` to ``path`` (a file, or a run dir for its ``results.json``) atomically."""
-        from mathneuro.recording import write_json_atomic
+        from mathneuro.pipeline.recording import write_json_atomic
 
         path = Path(path)
         if path.is_dir():

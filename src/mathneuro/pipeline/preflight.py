@@ -2,7 +2,7 @@
 
 A missing local model path, an unreadable folder, a cache or output directory that cannot be
 written, or a truncated/damaged ``.gguf`` / ``.safetensors`` file each raise
-:class:`~mathneuro.config.ConfigError` with one line naming the key, the file and what is
+:class:`~mathneuro.pipeline.config.ConfigError` with one line naming the key, the file and what is
 wrong — instead of a ``struct.error`` or ``SafetensorError`` minutes into a run. The file
 checks read only headers (the GGUF tensor table, the safetensors JSON header) and compare
 the extent of the tensor data with the file size, so they take milliseconds.
@@ -19,8 +19,8 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from mathneuro.config import ConfigError
-from mathneuro.methods import LAPE_SIZED
+from mathneuro.methods.functions import LAPE_SIZED
+from mathneuro.pipeline.config import ConfigError
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _EMBEDDED = "embedded://"

@@ -12,7 +12,7 @@ samples and every filter dataset, and passes them in :class:`MethodInputs`. The 
 path ``my_pkg.my_mod:my_method``) or by ``_target_``; its other keys fill the method's config
 dataclass, which is type-checked and validated before any model loads.
 
-Built-in methods are lazy entries (``"mathneuro.builtin_methods:..."``): nothing is imported
+Built-in methods are lazy entries (``"mathneuro.methods.builtin:..."``): nothing is imported
 until a method is looked up.
 """
 
@@ -25,11 +25,11 @@ from typing import Any
 
 import torch
 
-from mathneuro.methods import METHODS as BUILTIN_METHODS
-from mathneuro.registry import Registry, looks_like_import_path
-from mathneuro.selection import Selection
-from mathneuro.statistics import KINDS, Statistics
-from mathneuro.targets import DEFAULT_PATTERN
+from mathneuro.methods.functions import METHODS as BUILTIN_METHODS
+from mathneuro.methods.selection import Selection
+from mathneuro.models.targets import DEFAULT_PATTERN
+from mathneuro.statistics.passes import KINDS, Statistics
+from mathneuro.util.registry import Registry, looks_like_import_path
 
 ATTRIBUTE = "__mathneuro_method__"  # a decorated function carries its spec here
 
@@ -107,7 +107,7 @@ class MethodSpec:
 METHODS: Registry[MethodSpec] = Registry("method", "method.name", MethodSpec, ATTRIBUTE,
                                          plain=lambda fn, name: MethodSpec(name, fn))
 for _name in BUILTIN_METHODS:
-    METHODS.register(_name, f"mathneuro.builtin_methods:{_name}_method")
+    METHODS.register(_name, f"mathneuro.methods.builtin:{_name}_method")
 
 
 def register_method(name: str, target: str | None = None, *, needs: Sequence[str] = ("linear_inputs",),

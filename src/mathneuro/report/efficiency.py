@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mathneuro.analysis import data_efficiency, load_selection_file
+from mathneuro.report.overlap import data_efficiency, load_selection_file
 
 SELECTION_FILE = "selection.safetensors"
 MATH_TOPK_FILE = "selection_topk.safetensors"
@@ -74,7 +74,7 @@ def efficiency_selections(results: Iterable[Mapping]) -> dict[tuple, tuple[dict,
 def efficiency_table(results: Iterable[Mapping], *, reference_samples: int | None = None) -> list[dict]:
     """One row per study and N: overlaps of M (``jaccard_mean``, ``a_in_b_mean``, ``ref_in_n_mean``,
     ...) and of the math top-K sets (the same with ``topk_``), see
-    :func:`mathneuro.analysis.data_efficiency`. Top-K columns are left out (None) where a draw has
+    :func:`mathneuro.report.overlap.data_efficiency`. Top-K columns are left out (None) where a draw has
     no saved top-K set. Studies without two draws at any N are skipped."""
     rows = []
     for key, (m_sets, top_sets) in sorted(efficiency_selections(results).items(), key=lambda kv: str(kv[0])):

@@ -9,7 +9,7 @@ Two kinds, collected in one batched, padding-aware pass over the decoder (no LM 
   activation output is > 0, plus the token count (LAPE, SPEC §4).
 
 Statistics depend only on the model, the sample texts and ``max_length``: never on top-K,
-the scalar or the intervention, so they are computed once and cached (``mathneuro.cache``).
+the scalar or the intervention, so they are computed once and cached (``mathneuro.statistics.cache``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from mathneuro.padding import pad_token_id, right_padded
-from mathneuro.targets import base_model, find_mlp_activations, find_target_linears
+from mathneuro.models.targets import base_model, find_mlp_activations, find_target_linears
+from mathneuro.util.padding import pad_token_id, right_padded
 
 KINDS = ("linear_inputs", "lape")
 

@@ -18,23 +18,23 @@ from typing import Any
 
 import torch
 
-from mathneuro.cache import StatisticsCache, cached_statistics
-from mathneuro.config import Config, ConfigError
-from mathneuro.data import draw_samples, load_records, render, sample_ids_hash
+from mathneuro.data.datasets import draw_samples, load_records, render, sample_ids_hash
 from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, write_samples
-from mathneuro.method_registry import MethodInputs, resolve_method
+from mathneuro.methods.registry import MethodInputs, resolve_method
+from mathneuro.methods.selection import Selection
 from mathneuro.models import load_model, model_identity
-from mathneuro.recording import (
-    write_json_atomic,
-)
-from mathneuro.selection import Selection
-from mathneuro.targets import (
+from mathneuro.models.targets import (
     DEFAULT_PATTERN,
     find_mlp_activations,
     find_target_linears,
     weight_parameters,
 )
+from mathneuro.pipeline.config import Config, ConfigError
+from mathneuro.pipeline.recording import (
+    write_json_atomic,
+)
+from mathneuro.statistics.cache import StatisticsCache, cached_statistics
 
 log = logging.getLogger("mathneuro")
 
@@ -98,7 +98,7 @@ class Workbench:
     def select(self, method: Any, task: Samples, filters: list[Samples], *, top_k: float, seed: int,
                max_length: int, batch_size: int, progress: bool = True) -> tuple[Selection, list[str]]:
         """The selection of ``method`` (a config node, dataclass or name; see
-        :func:`~mathneuro.method_registry.resolve_method`) and the statistics keys it used."""
+        :func:`~mathneuro.methods.registry.resolve_method`) and the statistics keys it used."""
         spec, method_cfg = resolve_method(method)
         kinds = spec.needs
         targets = self.targets(method_cfg) if "linear_inputs" in kinds else None

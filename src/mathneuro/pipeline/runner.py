@@ -3,7 +3,7 @@
 load model → samples (task, filter) → statistics (cached) → selection → intervention →
 evaluation → record → undo.
 
-The loaded model and what points reuse live in :mod:`mathneuro.workbench`; :func:`run_point`
+The loaded model and what points reuse live in :mod:`mathneuro.pipeline.workbench`; :func:`run_point`
 is what the Hydra CLI calls for every point. A point being run holds ``<run dir>/.running.lock``:
 a second process given the same point (two workers on one sweep) skips it instead of repeating it.
 """
@@ -20,27 +20,32 @@ from types import SimpleNamespace
 from typing import Any
 
 from mathneuro import __version__
-from mathneuro.config import Config, ConfigError, validate
+from mathneuro.edit.export import export_edited_model
+from mathneuro.edit.intervention import apply_intervention
 from mathneuro.evaluation.samples import SAMPLES_DIR, samples_summary, write_samples
-from mathneuro.export import export_edited_model
-from mathneuro.intervention import apply_intervention
-from mathneuro.locking import FileLock, LockTimeout
-from mathneuro.method_registry import resolve_method
-from mathneuro.methods import LAPE_SIZED
+from mathneuro.methods.functions import LAPE_SIZED
+from mathneuro.methods.registry import resolve_method
 from mathneuro.models.devices import describe_hardware
-from mathneuro.peak_memory import peak_memory_mb, reset_peak_memory
-from mathneuro.preflight import check_model_source, check_top_k, check_writable_dir, refuse_empty_selection
-from mathneuro.recording import (
-    WandbRun,
-    read_complete_results,
-)
-from mathneuro.results import DEFAULT_REFERENCE, RESULTS_FILE, PointResult
-from mathneuro.targets import (
+from mathneuro.models.targets import (
     find_mlp_activations,
     mlp_widths,
     neuron_weight_counts,
 )
-from mathneuro.workbench import Samples, Workbench, _plain, get_workbench, prepare_samples  # noqa: F401
+from mathneuro.pipeline.config import Config, ConfigError, validate
+from mathneuro.pipeline.preflight import (
+    check_model_source,
+    check_top_k,
+    check_writable_dir,
+    refuse_empty_selection,
+)
+from mathneuro.pipeline.recording import (
+    WandbRun,
+    read_complete_results,
+)
+from mathneuro.pipeline.results import DEFAULT_REFERENCE, RESULTS_FILE, PointResult
+from mathneuro.pipeline.workbench import Samples, Workbench, _plain, get_workbench, prepare_samples  # noqa: F401
+from mathneuro.util.locking import FileLock, LockTimeout
+from mathneuro.util.peak_memory import peak_memory_mb, reset_peak_memory
 
 log = logging.getLogger("mathneuro")
 RUNNING_LOCK = ".running.lock"  # in a run dir while a process runs that point

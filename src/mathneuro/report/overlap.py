@@ -2,7 +2,7 @@
 
 A selection is either a mapping of weight masks (parameter name -> bool tensor of the weight's
 shape) or of neuron indices (activation-module name -> int64 indices, LAPE), or any object with
-``.masks`` / ``.neurons`` attributes such as :class:`mathneuro.selection.Selection`.  Every function
+``.masks`` / ``.neurons`` attributes such as :class:`mathneuro.methods.selection.Selection`.  Every function
 here walks one tensor at a time, so selections of 8B models never need to be concatenated.
 
 Internally neuron selections are keyed ``neurons::<module>`` (the on-disk naming of
@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from mathneuro.selection import NEURON_PREFIX, SelectionFile
+from mathneuro.methods.selection import NEURON_PREFIX, SelectionFile
 
 OTHER = "other"
 

@@ -2,7 +2,7 @@
 
 :func:`user_error` maps an exception a user caused (a config value of the wrong type, an
 unknown config option, a bad override, a directory that cannot be written, a
-:class:`~mathneuro.config.ConfigError`) to ``"<key>: <what is wrong and what is allowed>"``,
+:class:`~mathneuro.pipeline.config.ConfigError`) to ``"<key>: <what is wrong and what is allowed>"``,
 or None for a bug (which keeps its traceback). :class:`Interrupted` is what SIGTERM (SLURM
 preemption) raises in the CLI, so every ``finally`` block runs as on Ctrl-C.
 """
@@ -86,7 +86,7 @@ def user_error(exc: BaseException) -> str | None:
     )
     from omegaconf.errors import OmegaConfBaseException
 
-    from mathneuro.config import ConfigError
+    from mathneuro.pipeline.config import ConfigError
 
     if isinstance(exc, ConfigError):
         return _one_line(exc)

@@ -1,5 +1,5 @@
 """The built-in methods as registry entries: each one's config dataclass and its adapter from
-:class:`~mathneuro.method_registry.MethodInputs` to the selection functions of :mod:`mathneuro.methods`."""
+:class:`~mathneuro.methods.registry.MethodInputs` to the selection functions of :mod:`mathneuro.methods.functions`."""
 
 from __future__ import annotations
 
@@ -8,16 +8,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from mathneuro.method_registry import (
-    METHODS,
-    LinearMethodConfig,
-    MethodConfig,
-    MethodInputs,
-    MethodSpec,
-    register_method,
-    resolve_method,
-)
-from mathneuro.methods import (
+from mathneuro.methods.functions import (
     check_fraction,
     check_lape_share,
     lape_saturation_message,
@@ -27,8 +18,17 @@ from mathneuro.methods import (
     random_selection,
     wanda_selection,
 )
-from mathneuro.results import DEFAULT_REFERENCE
-from mathneuro.selection import Selection
+from mathneuro.methods.registry import (
+    METHODS,
+    LinearMethodConfig,
+    MethodConfig,
+    MethodInputs,
+    MethodSpec,
+    register_method,
+    resolve_method,
+)
+from mathneuro.methods.selection import Selection
+from mathneuro.pipeline.results import DEFAULT_REFERENCE
 
 log = logging.getLogger("mathneuro")
 

@@ -2,7 +2,7 @@
 
 Registered in Hydra's ConfigStore as the schema of ``conf/config.yaml`` and of each group
 (``model``, ``task``, ``filter``, ``intervention``, ``eval``, ``logger``); ``method`` is typed per
-method by :func:`mathneuro.method_registry.resolve_method`.
+method by :func:`mathneuro.methods.registry.resolve_method`.
 :func:`validate` checks values OmegaConf's types cannot (ranges, names) and raises
 :class:`ConfigError` with one line naming the key and what is allowed.
 """
@@ -15,12 +15,12 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-from mathneuro.data import DatasetConfig
-from mathneuro.embedded import cache_root
+from mathneuro.data.datasets import DatasetConfig
+from mathneuro.edit.intervention import check_scalar
 from mathneuro.evaluation import EvalConfig
-from mathneuro.intervention import check_scalar
-from mathneuro.method_registry import default_method_node, resolve_method
-from mathneuro.methods import check_fraction
+from mathneuro.methods.functions import check_fraction
+from mathneuro.methods.registry import default_method_node, resolve_method
+from mathneuro.models.embedded import cache_root
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 INTERVENTIONS = ("prune", "scale")
@@ -80,7 +80,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     task: DatasetConfig = field(default_factory=DatasetConfig)
     filter: DatasetConfig = field(default_factory=DatasetConfig)
-    # The method's own settings (see mathneuro.method_registry); typed per method by resolve_method.
+    # The method's own settings (see mathneuro.methods.registry); typed per method by resolve_method.
     method: Any = field(default_factory=default_method_node)
     intervention: InterventionConfig = field(default_factory=InterventionConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -97,7 +97,7 @@ class Config:
     baseline: bool = True
     resume: bool = True
     progress: bool = True
-    cache_dir: str = "${mathneuro_cache_root:}"  # mathneuro.embedded.cache_root(): $MATHNEURO_CACHE, else ~/.cache/mathneuro
+    cache_dir: str = "${mathneuro_cache_root:}"  # mathneuro.models.embedded.cache_root(): $MATHNEURO_CACHE, else ~/.cache/mathneuro
 
 
 def _allowed(key: str, value: Any, allowed: tuple) -> None:

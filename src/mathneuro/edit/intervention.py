@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from mathneuro.selection import Selection
+from mathneuro.methods.selection import Selection
 
 
 def check_scalar(scalar: float, key: str = "intervention.scalar") -> float:

@@ -90,7 +90,7 @@ def overlap_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--png", default=None, help="also write a Jaccard heatmap to this PNG")
     args = parser.parse_args(argv)
 
-    from mathneuro.analysis import (
+    from mathneuro.report.overlap import (
         count_entries,
         count_selected,
         load_selection_file,

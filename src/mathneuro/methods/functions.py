@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from mathneuro.selection import Selection
-from mathneuro.statistics import Statistics
+from mathneuro.methods.selection import Selection
+from mathneuro.statistics.passes import Statistics
 
-#: The built-in methods (each registered by name in :mod:`mathneuro.method_registry`).
+#: The built-in methods (each registered by name in :mod:`mathneuro.methods.registry`).
 METHODS = ("mathneuro", "wanda", "wanda_row", "random", "lape", "random_neurons")
 #: Methods whose size comes from LAPE's rule (method.share, filter_rate, activation_bar).
 LAPE_SIZED = ("lape", "random_neurons")

@@ -1,7 +1,7 @@
 """A selection is data: which weights (boolean masks) or MLP neurons (indices) a method chose.
 
 It can be saved and loaded (safetensors), summarised (counts per layer and module type),
-and compared with another selection (:func:`mathneuro.analysis.overlap`). Masks are kept on the CPU.
+and compared with another selection (:func:`mathneuro.report.overlap.overlap`). Masks are kept on the CPU.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from mathneuro.recording import atomic_write
+from mathneuro.pipeline.recording import atomic_write
 
 NEURON_PREFIX = "neurons::"
 PACKED_SHAPES = "packed_mask_shapes"  # metadata key: {name: shape} of the masks stored as packed bits
@@ -55,7 +55,7 @@ class Selection:
 
     def summary(self, num_scored: int | None = None, num_parameters: int | None = None) -> dict:
         """The ``selection`` block of results.json: counts, fractions, per layer and per module type."""
-        from mathneuro.analysis import summarize
+        from mathneuro.report.overlap import summarize
 
         return summarize(self, num_scored=num_scored, num_parameters=num_parameters,
                          method=self.method, top_k=self.meta.get("top_k"))

@@ -16,7 +16,7 @@ class SweepReport(Callback):
     """Writes ``<sweep dir>/report/`` (CSV, markdown, figures) after every multirun; never fails the sweep."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from mathneuro.recording import WandbRun
+        from mathneuro.pipeline.recording import WandbRun
         from mathneuro.report import log_report_to_wandb, write_report
 
         sweep = Path(config.hydra.sweep.dir)

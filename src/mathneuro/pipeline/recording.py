@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mathneuro.results import RESULTS_FILE, read_json
+from mathneuro.pipeline.results import RESULTS_FILE, read_json
 
 DEFAULT_INIT_TIMEOUT = 30.0  # seconds an online W&B run may take to start before we log offline
 

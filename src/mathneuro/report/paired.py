@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from mathneuro.data import read_jsonl
-from mathneuro.results import DEFAULT_REFERENCE
+from mathneuro.data.datasets import read_jsonl
+from mathneuro.pipeline.results import DEFAULT_REFERENCE
 
 COLUMNS = ("method", "reference", "task", "metric", "top_k", "scalar", "seeds", "n_examples", "diff",
            "ci_low", "ci_high")
@@ -218,7 +218,7 @@ def serves(reference: str, method: Any) -> bool:
     sized_by, method = reference[len(prefix):-1], str(method)
     if sized_by == method:
         return True
-    from mathneuro.method_registry import same_method  # imports torch: only where names differ
+    from mathneuro.methods.registry import same_method  # imports torch: only where names differ
 
     return same_method(sized_by, method)
 
@@ -395,7 +395,7 @@ def paired_markdown(report: PairedReport, *, confidence: float = 0.95) -> str:
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         parts.append("\n".join(lines) + "\n")
         parts.append("An interval that excludes 0 is a difference the evaluation sample resolves; "
-                     "seeds are pooled per example (see `mathneuro.paired`).\n")
+                     "seeds are pooled per example (see `mathneuro.report.paired`).\n")
     if report.notes:
         parts.append("\n".join(f"- {n}" for n in report.notes) + "\n")
     return "\n".join(parts)

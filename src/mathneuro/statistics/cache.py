@@ -9,7 +9,7 @@ sha256 and every tensor's shape). What is read is verified: an entry that cannot
 does not match its metadata or the request (modules, sample count) is a miss, with a
 one-line warning, and is recomputed and rewritten.
 
-Computing an entry holds ``locks/<key>.lock`` (:class:`mathneuro.locking.FileLock`), so
+Computing an entry holds ``locks/<key>.lock`` (:class:`mathneuro.util.locking.FileLock`), so
 concurrent jobs — other processes, or other machines sharing the cache directory — wait for
 the one computing it and then read it from disk instead of repeating the forward passes.
 Every lookup reports where the entry came from: ``memory``, ``disk``, ``computed`` or
@@ -28,9 +28,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from mathneuro.locking import FileLock
-from mathneuro.recording import atomic_write, write_json_atomic
-from mathneuro.statistics import Statistics, collect_statistics
+from mathneuro.pipeline.recording import atomic_write, write_json_atomic
+from mathneuro.statistics.passes import Statistics, collect_statistics
+from mathneuro.util.locking import FileLock
 
 CACHE_VERSION = 1
 SOURCES = ("memory", "disk", "computed", "waited")
@@ -192,7 +192,7 @@ def cached_statistics(
     computed together in one forward pass and stored, under the cache's lock of each missing key
     (a job that finds a key locked waits, then reads it from disk). Returns ``(stats by kind,
     keys by kind)``; ``sources``, when given, is filled with each kind's source (:data:`SOURCES`)."""
-    from mathneuro.targets import find_mlp_activations, find_target_linears
+    from mathneuro.models.targets import find_mlp_activations, find_target_linears
 
     modules_of = {}
     if "linear_inputs" in kinds:

@@ -22,8 +22,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from mathneuro.config import ConfigError, register_configs
-from mathneuro.errors import debug_requested, raise_on_sigterm, user_error
+from mathneuro.pipeline.config import ConfigError, register_configs
+from mathneuro.pipeline.errors import debug_requested, raise_on_sigterm, user_error
 
 log = logging.getLogger("mathneuro")
 
@@ -37,10 +37,11 @@ def config_dir() -> str:
     env = os.environ.get("MATHNEURO_CONF")
     if env:
         return str(Path(env).expanduser().resolve())
-    repo = Path(__file__).resolve().parents[2] / "conf"
+    package = Path(__file__).resolve().parents[1]  # src/mathneuro (or site-packages/mathneuro)
+    repo = package.parents[1] / "conf"
     if (repo / "config.yaml").exists() and (repo.parent / "pyproject.toml").exists():
         return str(repo)
-    packaged = Path(__file__).resolve().parent / "conf"
+    packaged = package / "conf"
     if (packaged / "config.yaml").exists():
         return str(packaged)
     try:  # an editable install maps mathneuro.conf onto the repository's conf/
@@ -109,7 +110,7 @@ def _exit_user_error(line: str) -> None:
 def _task(cfg: DictConfig) -> float:
     from omegaconf.errors import OmegaConfBaseException
 
-    from mathneuro.runner import run_point
+    from mathneuro.pipeline.runner import run_point
 
     hc = HydraConfig.get()
     output_dir = hc.runtime.output_dir
