@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-unit test-integration test-fast test-slow lint bench run clean
+.PHONY: install test test-unit test-integration test-slow lint bench run clean
 
 install: $(STAMP)
 
@@ -24,9 +24,6 @@ test-unit: install
 
 test-integration: install
 	$(PY) -m pytest -q -m "integration and not slow"
-
-test-fast: install
-	$(PY) -m pytest -q -m "not slow and not integration"
 
 test-slow: install
 	$(PY) -m pytest -q -m slow

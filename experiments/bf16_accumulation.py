@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from mathneuro.data.datasets import draw_samples, load_records, render
-from mathneuro.methods.functions import module_of, topk_count, topk_mask
+from mathneuro.methods import module_of, topk_count, topk_mask
 from mathneuro.models import load_model
 from mathneuro.models.targets import base_model, find_target_linears, weight_parameters
 from mathneuro.report.overlap import overlap

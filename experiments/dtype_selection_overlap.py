@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from mathneuro.methods.functions import mathneuro_selection, wanda_selection
+from mathneuro.methods import mathneuro_selection, wanda_selection
 from mathneuro.models import load_model
 from mathneuro.models.embedded import cache_root
 from mathneuro.models.targets import find_target_linears, weight_parameters

@@ -16,7 +16,7 @@ import json
 import time
 
 from mathneuro.data.datasets import draw_samples, load_records, render
-from mathneuro.methods.functions import lape_min_top_k, lape_selection
+from mathneuro.methods import lape_min_top_k, lape_selection
 from mathneuro.models import load_model
 from mathneuro.statistics.passes import collect_statistics
 

@@ -62,6 +62,7 @@ def _fake_data(tmp_path: Path) -> Path:
     return data
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("variable", "value"), [("GSM8K_FILTER", "wikitext"), ("GSM8K_PARTS", "prune,eval")])
 def test_claims_script_refuses_a_bad_choice_before_running(tmp_path, variable, value) -> None:
     data = _fake_data(tmp_path)
@@ -74,6 +75,7 @@ def test_claims_script_refuses_a_bad_choice_before_running(tmp_path, variable, v
     assert not (tmp_path / "sweeps").exists()  # nothing ran
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("missing", ["model", "data"])
 def test_claims_script_stops_before_running_when_model_or_data_is_missing(tmp_path, missing) -> None:
     data = _fake_data(tmp_path)

@@ -14,7 +14,7 @@ import torch
 from omegaconf import OmegaConf
 
 from mathneuro.edit.intervention import apply_intervention
-from mathneuro.methods.functions import mathneuro_selection, random_selection, topk_count, wanda_selection
+from mathneuro.methods import mathneuro_selection, random_selection, topk_count, wanda_selection
 from mathneuro.methods.selection import Selection
 from mathneuro.models import resolve_device
 from mathneuro.models.targets import find_target_linears

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mathneuro.methods.functions import mathneuro_selection
+from mathneuro.methods import mathneuro_selection
 from mathneuro.statistics.passes import Statistics
 
 from .conftest import load_experiment

@@ -11,7 +11,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from mathneuro.methods.functions import topk_count
+from mathneuro.methods import topk_count
 from mathneuro.methods.selection import Selection
 from mathneuro.pipeline.runner import run_point
 from mathneuro.report import write_report
@@ -84,15 +84,19 @@ def test_report_writes_data_efficiency_of_both_sets(tmp_path: Path, capsys) -> N
     write_point(root, "f", "wanda", 10, 1, {"selection.safetensors": mask(0, 1, 2, 3, 5)})
     report = write_report(root)
     with open(report["data_efficiency_csv"]) as f:
-        rows = list(csv.DictReader(f))
-    assert [r["num_samples"] for r in rows] == ["1", "10"]
+        every = list(csv.DictReader(f))
+    # every method with saved selections is a study of its own; Wanda's declares no second set
+    assert [(r["method"], r["num_samples"]) for r in every] == [("mathneuro", "1"), ("mathneuro", "10"),
+                                                                ("wanda", "10")]
+    assert float(every[2]["jaccard_mean"]) == pytest.approx(4 / 6) and every[2]["topk_jaccard_mean"] == ""
+    rows = every[:2]
     assert float(rows[0]["jaccard_mean"]) == 0.0 and float(rows[0]["topk_jaccard_mean"]) == pytest.approx(0.6)
     assert float(rows[1]["topk_jaccard_mean"]) == pytest.approx(4 / 6)
     assert float(rows[0]["topk_ref_in_n_mean"]) == pytest.approx((4 / 5 + 3 / 5 + 3 / 5 + 4 / 5) / 4)
-    png = Path(report["figures"]["data_efficiency"])
+    png = Path(next(path for name, path in report["figures"].items() if "mathneuro" in name))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = Path(report["markdown"]).read_text()
-    assert "Data efficiency" in summary and "Jaccard top-K" in summary and "data_efficiency.png" in summary
+    assert "Data efficiency" in summary and "Jaccard top-K" in summary and "data_efficiency_" in summary
 
 
 def test_topk_columns_stay_empty_without_topk_sets(tmp_path: Path) -> None:

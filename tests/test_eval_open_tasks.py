@@ -201,6 +201,7 @@ def test_stock_names_validate_without_loading_anything_and_typos_get_a_suggestio
         EvalConfig(tasks=["math500_local"]).validate()  # our twins by their own names need a data dir
 
 
+@pytest.mark.integration
 def test_cli_refuses_a_misspelt_task_with_exit_2_and_one_line(tmp_path):
     model_dir = tmp_path / "tiny"
     model, tok = tiny_model("llama")

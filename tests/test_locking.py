@@ -52,6 +52,7 @@ def test_second_holder_waits_while_heartbeat_keeps_a_long_hold_alive(tmp_path):
     assert when >= released and waited and not took_over
 
 
+@pytest.mark.integration
 def test_lock_of_a_killed_process_on_this_host_is_taken_over_at_once(tmp_path):
     path = tmp_path / "k.lock"
     code = ("import os, sys; from mathneuro.util.locking import FileLock; "

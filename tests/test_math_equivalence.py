@@ -10,7 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from mathneuro.evaluation import math_answers_equal
-from mathneuro.evaluation.math_equivalence import symbolic_equal
+from mathneuro.evaluation.math_equivalence import math_strings_equal, normalize_math_answer, symbolic_equal
 
 EQUAL = [
     # fractions, decimals, \dfrac / \tfrac / unbraced \frac
@@ -76,8 +76,15 @@ DIFFERENT = [
 ]
 
 
-def test_enough_pairs_of_every_kind():
-    assert len(EQUAL) + len(DIFFERENT) >= 40
+def test_math_verify_decides_the_pairs_normalised_strings_cannot():
+    """Intervals, radicals, expressions, sets and matrices are equal only symbolically: normalised strings and
+    numbers say no, math-verify says yes (and the fallback alone would score these answers wrong)."""
+    hard = [(c, r) for c, r in EQUAL if not math_strings_equal(normalize_math_answer(c), normalize_math_answer(r))]
+    assert {r"\sqrt{8}", "(x+1)^2", r"\{3,2,1\}", "2, 1"} <= {r for _, r in hard}
+    for candidate, reference in hard:
+        assert symbolic_equal(candidate, reference) is True, (candidate, reference)
+    for candidate, reference in DIFFERENT:
+        assert symbolic_equal(candidate, reference) is not True, (candidate, reference)
 
 
 @pytest.mark.parametrize(("candidate", "reference"), EQUAL)

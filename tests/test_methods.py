@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from mathneuro.methods.functions import (
+from mathneuro.methods import (
     lape_keep_count,
     lape_min_top_k,
     lape_saturation_message,

@@ -195,10 +195,16 @@ def test_load_local_folder_in_bfloat16(tmp_path):
 
 
 def test_device_map_is_passed_through(tmp_path, tiny_gguf):
+    """The map reaches transformers, which places the weights by it: a map it cannot use is its error, not
+    silently ignored; a usable one gives the same model, from a folder and from a GGUF."""
     model, tok, folder = saved_tiny(tmp_path)
+    with pytest.raises(ValueError, match="device_map"):
+        load_model(str(folder), device_map="nowhere")
     loaded, ltok = load_model(str(folder), device_map="cpu")
     torch.testing.assert_close(logits(loaded, ltok), logits(model, tok), rtol=0, atol=0)
     path, reference, gtok = tiny_gguf
+    with pytest.raises(ValueError, match="device_map"):
+        load_model(str(path), dtype="float32", device_map="nowhere", cache_dir=str(tmp_path / "c"))
     converted, ctok = load_model(str(path), dtype="float32", device_map="cpu", cache_dir=str(tmp_path / "c"))
     torch.testing.assert_close(logits(converted, ctok), logits(reference, gtok), rtol=1e-5, atol=1e-5)
 

@@ -147,7 +147,8 @@ def test_builtin_method_configs_keep_their_keys():
                                 "targets": "mlp", "include_lm_head": True, "filter_rate": 0.5})
     assert (spec.needs, cfg.filter_top_k, cfg.targets, cfg.include_lm_head) == (("linear_inputs",), 0.1, "mlp", True)
     spec, cfg = resolve_method({"name": "lape", "filter_rate": 0.9, "activation_bar": 0.8, "targets": "x"})
-    assert spec.needs == ("lape",) and (cfg.filter_rate, cfg.activation_bar) == (0.9, 0.8)
+    assert spec.needs == ("activation_counts",) and (cfg.filter_rate, cfg.activation_bar) == (0.9, 0.8)
+    assert spec.unit == "neurons" and spec.reference == "random_neurons"
     with pytest.raises(ValueError, match=r"method\.activation_bar: must be in \(0, 1\)"):
         resolve_method({"name": "lape", "activation_bar": 1.5})
 

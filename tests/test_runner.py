@@ -362,11 +362,15 @@ def test_random_sized_by_wanda_matches_its_counts_per_matrix_without_a_filter_pa
     assert run_point(cfg, tmp_path / "plain").get("skipped")
 
 
-@pytest.mark.parametrize(("reference", "why"), [("lape", "needs lape statistics"), ("random", "cannot size itself"),
-                                                ("wandaa", "unknown method")])
-def test_random_refuses_a_reference_it_cannot_be_sized_by(reference, why):
-    with pytest.raises(ConfigError, match=rf"method\.reference: .*{why}.*allowed: (.*, )?mathneuro, wanda, wanda_row"):
-        validate(compose_cfg(["method=random", f"method.reference={reference}"]))
+@pytest.mark.parametrize(("method", "reference", "why", "allowed"), [
+    ("random", "lape", "selects neurons, not weights; its reference is random_neurons", "mathneuro, wanda, wanda_row"),
+    ("random", "random", "is itself a random reference", "mathneuro, wanda, wanda_row"),
+    ("random", "wandaa", "unknown method", "mathneuro, wanda, wanda_row"),
+    ("random_neurons", "mathneuro", "selects weights, not neurons; its reference is random", "lape"),
+    ("random_neurons", "random_neurons", "is itself a random reference", "lape")])
+def test_a_random_reference_refuses_a_method_it_cannot_be_sized_by(method, reference, why, allowed):
+    with pytest.raises(ConfigError, match=rf"method\.reference: .*{why}.*allowed: (.*, )?{allowed}"):
+        validate(compose_cfg([f"method={method}", f"method.reference={reference}"]))
 
 
 def _finish_baseline_elsewhere(bench, key: str, lock, metrics: dict, delay: float):
@@ -417,11 +421,25 @@ def test_a_point_evaluates_its_edit_first_while_another_process_evaluates_the_ba
     lock = bench.cache.lock(f"baseline-{key}").acquire()  # another process is evaluating the baseline
     planted = {"math/arith/exact_match": 0.123456, "nonmath/mc/acc": 0.654321}
 
-    thread = _finish_baseline_elsewhere(bench, key, lock, planted, delay=2.0)
+    # the other process finishes only once this point has evaluated its edit (whatever the machine's speed)
+    evaluator = bench.evaluator(cfg.eval)
+    evaluate, finished = evaluator.evaluate, []
+
+    def evaluate_then_let_the_other_finish():
+        metrics = evaluate()
+        if not finished:
+            finished.append(_finish_baseline_elsewhere(bench, key, lock, planted, delay=0.5))
+        return metrics
+
+    evaluator.evaluate = evaluate_then_let_the_other_finish
     try:
         res = run_point(cfg, tmp_path / "point")
     finally:
-        thread.join()
+        del evaluator.evaluate
+        for thread in finished:
+            thread.join()
+        if not finished:
+            lock.release()
     assert res["status"] == "complete" and res["baseline_metrics"] == planted  # read, not evaluated again
     order = list(res["timings"])
     assert order.index("evaluation") < order.index("baseline_evaluation")

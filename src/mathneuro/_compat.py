@@ -17,7 +17,7 @@ import warnings
 #: old module -> where it lives now (removed in the release after 0.2)
 MOVED = {
     "mathneuro.analysis": "mathneuro.report.overlap",
-    "mathneuro.builtin_methods": "mathneuro.methods",
+    "mathneuro.builtin_methods": "mathneuro.methods",  # the package re-exports every built-in
     "mathneuro.cache": "mathneuro.statistics.cache",
     "mathneuro.callbacks": "mathneuro.pipeline.callbacks",
     "mathneuro.cli": "mathneuro.pipeline.cli",

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from mathneuro.edit.intervention import apply_intervention
 from mathneuro.methods.selection import Selection
 
 MLP_OUTPUTS = ("down_proj", "fc2", "c_proj")  # the linear reading an MLP's activations
@@ -111,8 +112,6 @@ def export_edited_model(model: nn.Module, tokenizer: Any, selection: Selection, 
                         out_dir: str | os.PathLike, card: dict) -> Path:
     """:func:`export_model` of a model whose ``selection`` is applied with ``scalar`` right now;
     neuron edits (hooks) are baked into the saved weights for the duration of the save."""
-    from mathneuro.edit.intervention import apply_intervention
-
     if not selection.neurons:
         return export_model(model, tokenizer, out_dir, card)
     with apply_intervention(model, neuron_edits_as_weights(model, selection), scalar):

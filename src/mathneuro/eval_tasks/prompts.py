@@ -7,6 +7,8 @@ import re
 
 import datasets
 
+from mathneuro.eval_tasks.scoring import is_number, last_boxed, normalize_math_answer
+
 LETTERS = ("A", "B", "C", "D", "E")
 
 # --------------------------------------------------------------------------- RACE (one row per article)
@@ -138,8 +140,6 @@ def wikitext_doc_to_target(doc: dict) -> str:
 
 def math_process_docs(dataset: datasets.Dataset) -> datasets.Dataset:
     """Add ``gold_latex`` (the solution's last ``\\boxed{}``) and ``answer`` (its normalised form)."""
-    from mathneuro.eval_tasks.scoring import last_boxed, normalize_math_answer
-
     def gold(d: dict) -> dict:
         boxed = last_boxed(d["solution"]) or ""
         return {"gold_latex": boxed, "answer": normalize_math_answer(boxed)}
@@ -149,8 +149,6 @@ def math_process_docs(dataset: datasets.Dataset) -> datasets.Dataset:
 
 def math500_process_docs(dataset: datasets.Dataset) -> datasets.Dataset:
     """MATH-500 (HuggingFaceH4 layout) already has the final ``answer``: keep it as ``gold_latex``, normalise it."""
-    from mathneuro.eval_tasks.scoring import normalize_math_answer
-
     return dataset.map(lambda d: {"gold_latex": str(d["answer"]), "answer": normalize_math_answer(str(d["answer"]))})
 
 
@@ -161,6 +159,4 @@ def math_doc_to_text(doc: dict) -> str:
 
 def egsm_process_docs(dataset: datasets.Dataset) -> datasets.Dataset:
     """Keep the problems whose answer is one number (drops the few tuple / list answers)."""
-    from mathneuro.eval_tasks.scoring import is_number
-
     return dataset.filter(lambda d: is_number(str(d["answer"])))

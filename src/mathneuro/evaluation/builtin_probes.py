@@ -4,6 +4,7 @@ and calls the probe functions of :mod:`mathneuro.evaluation.probes`. ``arith``, 
 
 from __future__ import annotations
 
+from mathneuro.evaluation.gsm8k_alias import Gsm8kGen
 from mathneuro.evaluation.probe_registry import ProbeContext, register_probe
 from mathneuro.evaluation.probes import (
     apply_limit,
@@ -29,8 +30,6 @@ def arith(ctx: ProbeContext) -> dict[str, float]:
 def gsm8k_gen(ctx: ProbeContext) -> dict[str, float]:
     """lm-eval's gsm8k_cot on the probe's problems (:mod:`mathneuro.evaluation.gsm8k_alias`; ``eval.gsm8k_gen``)."""
     if "data" not in ctx.cache:
-        from mathneuro.evaluation.gsm8k_alias import Gsm8kGen
-
         ctx.cache["data"] = Gsm8kGen(ctx.model, ctx.tokenizer, ctx.cfg, gsm8k_file(ctx.cfg.gsm8k_gen, ctx.data_dir))
     run = ctx.cache["data"].run()
     ctx.num_examples = run.num_examples

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from mathneuro.evaluation.probe_registry import is_probe, probe_spec
+from mathneuro.evaluation.task_index import check_task_names, include_paths, local_task_names
 from mathneuro.evaluation.tasks import (
     DATA_DIR_ENV,
     TASKS,
@@ -147,8 +148,6 @@ class EvalConfig:
     def include_paths(self) -> list[Path]:
         """``include_path`` as absolute folders, relative ones resolved against the directory the command
         was started in (Hydra's original working directory)."""
-        from mathneuro.evaluation.task_index import include_paths
-
         return include_paths(self.include_path)
 
     def limit_for(self, task: str) -> float | int | None:
@@ -163,8 +162,6 @@ class EvalConfig:
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
         """Raise ``ValueError`` (one line: key and allowed values) on the first bad value; else return None."""
-        from mathneuro.evaluation.task_index import check_task_names
-
         folders = self._validate_include_path()
         seen: set[str] = set()
         for task in self.tasks:
@@ -237,8 +234,6 @@ class EvalConfig:
             raise ValueError(f"eval.data_dir: ${DATA_DIR_ENV} names no directory ({str(data_dir)!r})")
         others = [t for t in self.tasks if t not in TASKS]
         if others and data_dir is None:
-            from mathneuro.evaluation.task_index import local_task_names
-
             ours = local_task_names()
             for task in others:
                 if task in ours:

@@ -150,7 +150,9 @@ class Harness:
         if self._lm is None:
             from lm_eval.models.huggingface import HFLM
 
-            from mathneuro.evaluation.prefix_cache import PrefixCacheHFLM
+            from mathneuro.evaluation.prefix_cache import (
+                PrefixCacheHFLM,  # deferred: lm-eval's HF model stack
+            )
 
             wrapper = PrefixCacheHFLM if self.cfg.prefix_cache else HFLM
             kwargs: dict[str, Any] = {"batch_size": self.cfg.batch_size}

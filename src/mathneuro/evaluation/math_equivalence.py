@@ -10,11 +10,88 @@ output is parsed, never executed.
 from __future__ import annotations
 
 import logging
+import math
+import re
 import threading
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_SECONDS = 5
+
+
+# ------------------------------------------------------------------ final answers as strings and numbers
+def last_boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}`` (or ``\\fbox{...}`` / ``\\boxed x``) in ``text``."""
+    starts = [m for m in re.finditer(r"\\(?:boxed|fbox)", text)]
+    if not starts:
+        return None
+    m = starts[-1]
+    rest = text[m.end():]
+    if rest.startswith(" "):
+        return rest[1:].split("$")[0].strip()
+    if not rest.startswith("{"):
+        return None
+    depth = 0
+    for i, ch in enumerate(rest):
+        depth += ch == "{"
+        depth -= ch == "}"
+        if depth == 0:
+            return rest[1:i]
+    return None
+
+
+_UNITS = ("square", "ways", "integers", "dollars", "mph", "inches", "ft", "hours", "km", "units", "sue",
+          "points", "feet", "minutes", "digits", "cents", "degrees", "cm", "gm", "pounds", "meters", "meals",
+          "edges", "students", "childrentickets", "multiples")
+
+
+def normalize_math_answer(answer: str) -> str:
+    """A canonical string for a final MATH answer: no spacing, units, ``$``, ``\\text``, ``\\left``; ``frac`` braced."""
+    s = answer.strip().split("=")[-1]
+    for unit in _UNITS:
+        s = re.sub(rf"(?<!\\)\b{unit}\b", "", s)
+    for before, after in ((r"\left", ""), (r"\right", ""), (r"\!", ""), (r"\,", ""), (r"\;", ""), (r"\ ", ""),
+                          ("dfrac", "frac"), ("tfrac", "frac"), (r"^\circ", ""), (r"^{\circ}", ""), (r"\%", ""),
+                          ("%", ""), (r"\$", ""), ("$", ""), (r"\dots", ""), (r"\ldots", ""), ("mbox", "text")):
+        s = s.replace(before, after)
+    s = re.sub(r"\\text\{(.*?)\}", r"\1", s)
+    s = re.sub(r"\\textbf\{(.*?)\}", r"\1", s)
+    s = re.sub(r"\\boxed\{(.*)\}", r"\1", s)
+    s = s.replace(" ", "")
+    s = re.sub(r"frac([^{\\])([^{\\])", r"frac{\1}{\2}", s)  # \frac12 -> \frac{1}{2}
+    s = re.sub(r"sqrt([^{\[\\])", r"sqrt{\1}", s)  # \sqrt2 -> \sqrt{2}
+    if re.fullmatch(r"-?\d{1,3}(,\d{3})+(\.\d+)?", s):
+        s = s.replace(",", "")
+    s = s.rstrip(".")
+    if re.fullmatch(r"-?\d+\.0+", s):
+        s = s.split(".")[0]
+    return s
+
+
+def _as_number(s: str) -> float | None:
+    frac = re.fullmatch(r"(-?)\\frac\{(-?\d+(?:\.\d+)?)\}\{(-?\d+(?:\.\d+)?)\}", s)
+    if frac:
+        den = float(frac.group(3))
+        return None if den == 0 else (-1 if frac.group(1) else 1) * float(frac.group(2)) / den
+    slash = re.fullmatch(r"(-?\d+(?:\.\d+)?)/(-?\d+(?:\.\d+)?)", s)
+    if slash:
+        den = float(slash.group(2))
+        return None if den == 0 else float(slash.group(1)) / den
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def math_strings_equal(predicted: str, gold: str) -> bool:
+    """Equal as normalised strings, or as numbers (integers, decimals, ``\\frac{a}{b}``, ``a/b``)."""
+    if predicted == gold:
+        return True
+    p, g = _as_number(predicted), _as_number(gold)
+    return p is not None and g is not None and math.isclose(p, g, rel_tol=1e-6, abs_tol=1e-9)
+
+
+# ------------------------------------------------------------------ symbolic equality
 
 
 def _timeout(seconds: int | None) -> int | None:
@@ -56,8 +133,6 @@ def math_answers_equal(candidate: str, reference: str, timeout_seconds: int | No
     = ``0.5``, ``2\\sqrt{2}`` = ``\\sqrt{8}``, ``\\{1,2\\}`` = ``\\{2,1\\}``); if either side does not
     parse within ``timeout_seconds`` (per parse and per comparison), the normalised strings decide.
     """
-    from mathneuro.eval_tasks.scoring import math_strings_equal, normalize_math_answer  # (import cycle)
-
     cand, ref = str(candidate).strip(), str(reference).strip()
     if not cand or not ref:
         return False

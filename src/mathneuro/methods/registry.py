@@ -12,126 +12,73 @@ samples and every filter dataset, and passes them in :class:`MethodInputs`. The 
 path ``my_pkg.my_mod:my_method``) or by ``_target_``; its other keys fill the method's config
 dataclass, which is type-checked and validated before any model loads.
 
-Built-in methods are lazy entries (``"mathneuro.methods.builtin:..."``): nothing is imported
+Built-in methods are lazy entries (``"mathneuro.methods.<file>:<name>_method"``): nothing is imported
 until a method is looked up.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import torch
-
-from mathneuro.methods.functions import METHODS as BUILTIN_METHODS
-from mathneuro.methods.selection import Selection
-from mathneuro.models.targets import DEFAULT_PATTERN
-from mathneuro.statistics.passes import KINDS, Statistics
+from mathneuro.methods.spec import LinearMethodConfig, MethodConfig, MethodInputs, MethodSpec
 from mathneuro.util.registry import Registry, looks_like_import_path
+
+__all__ = [
+    "ATTRIBUTE", "BUILTIN_METHODS", "METHODS", "METHOD_NAMES", "LinearMethodConfig", "MethodConfig", "MethodInputs",
+    "MethodSpec", "default_method_node", "inapplicable_settings", "method_facts", "method_name", "register_method", "resolve_method", "same_method", "spec_of",
+]
 
 ATTRIBUTE = "__mathneuro_method__"  # a decorated function carries its spec here
 
-
-@dataclass
-class MethodConfig:
-    """Settings every method has: its name (as given in the config)."""
-
-    name: str = "mathneuro"
-
-    def validate(self, key: str = "method") -> None:
-        """Raise ValueError naming ``<key>.<field>`` for a bad value (subclasses add their checks)."""
-
-    def uses_filters(self) -> bool:
-        """False where these settings make the method score the task set alone, so that the runner
-        spends no forward pass on the filter sets (``random`` sized by Wanda); the spec's
-        ``uses_filters=False`` already says so for every setting."""
-        return True
-
-
-@dataclass
-class LinearMethodConfig(MethodConfig):
-    """Settings of methods that score decoder-block linears (statistics kind ``linear_inputs``)."""
-
-    targets: str = DEFAULT_PATTERN  # regex over module names of the scored linears
-    include_lm_head: bool = False
-
-
-@dataclass
-class MethodInputs:
-    """What a method selects from: statistics of the task and of each filter, by kind, and the weights.
-
-    ``task[kind]`` / ``filters[i][kind]`` hold every kind the method declared in ``needs``;
-    ``weights`` maps parameter names of the scored linears to their tensors (empty when the
-    method needs no ``linear_inputs``).
-    """
-
-    task: dict[str, Statistics]
-    filters: list[dict[str, Statistics]]
-    weights: Mapping[str, torch.Tensor]
-    top_k: float
-    seed: int
-    model: torch.nn.Module | None = None
-
-    def filter_stats(self, kind: str) -> list[Statistics]:
-        """Every filter dataset's statistics of ``kind``."""
-        return [f[kind] for f in self.filters]
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """A registered method: its name, the statistics kinds it needs, its config class, its function."""
-
-    name: str
-    fn: Callable[[MethodInputs, Any], Selection]
-    needs: tuple[str, ...] = ("linear_inputs",)
-    config: type = LinearMethodConfig
-    topk_per_matrix: bool = False  # selects floor(top_k · numel) per scored matrix (so a tiny top_k selects nothing)
-    uses_filters: bool = True  # False: the runner computes no statistics of the filter sets for it
-
-    def __post_init__(self) -> None:
-        unknown = [k for k in self.needs if k not in KINDS]
-        if unknown or not self.needs:
-            raise ValueError(f"method {self.name!r}: needs must be some of {', '.join(KINDS)}, got {self.needs!r}")
-        if not (isinstance(self.config, type) and issubclass(self.config, MethodConfig)
-                and dataclasses.is_dataclass(self.config)):
-            raise TypeError(f"method {self.name!r}: config must be a dataclass subclassing MethodConfig, "
-                            f"got {self.config!r}")
-
-    def __call__(self, inputs: MethodInputs, cfg: Any) -> Selection:
-        return self.fn(inputs, cfg)
-
+#: The built-in methods, one file each under mathneuro/methods/, imported on first lookup.
+BUILTIN_METHODS = {
+    "mathneuro": "mathneuro.methods.mathneuro:mathneuro_method",
+    "wanda": "mathneuro.methods.wanda:wanda_method",
+    "wanda_row": "mathneuro.methods.wanda:wanda_row_method",
+    "random": "mathneuro.methods.random:random_method",
+    "lape": "mathneuro.methods.lape:lape_method",
+    "random_neurons": "mathneuro.methods.random_neurons:random_neurons_method",
+}
+#: The built-in methods' names.
+METHOD_NAMES = tuple(BUILTIN_METHODS)
 
 # A plain function named by import path scores linears and has the shared settings only.
 METHODS: Registry[MethodSpec] = Registry("method", "method.name", MethodSpec, ATTRIBUTE,
                                          plain=lambda fn, name: MethodSpec(name, fn))
-for _name in BUILTIN_METHODS:
-    METHODS.register(_name, f"mathneuro.methods.builtin:{_name}_method")
+for _name, _target in BUILTIN_METHODS.items():
+    METHODS.register(_name, _target)
+
+
+def spec_of(fn: Callable) -> MethodSpec:
+    """The spec a function decorated with :func:`register_method` carries."""
+    return getattr(fn, ATTRIBUTE)
 
 
 def register_method(name: str, target: str | None = None, *, needs: Sequence[str] = ("linear_inputs",),
-                    config: type = LinearMethodConfig, topk_per_matrix: bool = False, uses_filters: bool = True,
-                    replace: bool = False):
+                    config: type = LinearMethodConfig, replace: bool = False, **facts: Any):
     """Register a method under ``name``; a decorator, or with ``target="module:attr"`` a lazy entry.
 
-    ``needs``: the statistics kinds (``linear_inputs``, ``lape``) the runner computes for it;
+    ``needs``: the statistics kinds (``linear_inputs``, ``activation_counts``) the runner computes for it;
     ``config``: its config dataclass (subclass :class:`MethodConfig` / :class:`LinearMethodConfig`);
-    ``topk_per_matrix``: it keeps floor(top_k · numel) weights per matrix, which lets the runner
-    refuse a top_k too small to select anything before computing statistics;
-    ``uses_filters``: False for a method that scores the task set alone (Wanda), so that no forward
-    pass over the filter sets is spent on it (its ``MethodInputs.filters`` is then empty).
+    ``facts``: the other fields of :class:`~mathneuro.methods.spec.MethodSpec` (``unit``, ``uses_filters``,
+    ``topk_per_matrix`` / ``min_top_k``, ``point_fields``, ``legacy_defaults``, ``stale``, ``reference``,
+    ``sized_by``, ``default_sized_by``, ``extra_selections``, ``summary``, ``empty_hint``).
     """
     if target is not None:
         METHODS.register(name, target, replace=replace)
         return None
-
-    return METHODS.decorator(name, lambda fn: MethodSpec(name, fn, tuple(needs), config,
-                                                          topk_per_matrix, uses_filters),
-                             replace=replace)
+    known = {f.name for f in dataclasses.fields(MethodSpec)} - {"name", "fn", "needs", "config"}
+    unknown = sorted(set(facts) - known)
+    if unknown:
+        raise TypeError(f"register_method({name!r}): unknown fact {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    return METHODS.decorator(name, lambda fn: MethodSpec(name, fn, tuple(needs), config, **facts), replace=replace)
 
 
 # ------------------------------------------------------------------------------------ config nodes
+
 def _builtin_fields() -> dict[str, Any]:
     """Every setting of a built-in method with its default: the keys a ``method`` node always accepts."""
     out: dict[str, Any] = {}
@@ -203,6 +150,30 @@ def _structured(cls: type, values: dict[str, Any], key: str) -> Any:
         where = getattr(exc, "full_key", None) or ""
         msg = str(exc).splitlines()[0]
         raise ValueError(f"{key}.{where}: {msg}" if where else f"{key}: {msg}") from None
+
+
+def inapplicable_settings(node: Any, spec: MethodSpec, given: Sequence[str] = ()) -> list[str]:
+    """Settings in a ``method`` node that ``spec`` does not have and that someone set: named in ``given``
+    (overrides, ``method.<setting>`` or ``<setting>``) or holding another value than their schema default."""
+    data = _node_dict(node)
+    own = set(spec.settings()) | {"name", "_target_"}
+    defaults = _builtin_fields()
+    named = {g.lstrip("+~").split("=", 1)[0].removeprefix("method.") for g in given}
+    return sorted(k for k, v in data.items()
+                  if k not in own and (k in named or (k in defaults and _plain_value(v) != _plain_value(defaults[k]))))
+
+
+def _plain_value(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def method_facts(name: str) -> dict[str, Any]:
+    """The facts a report needs about the method called ``name`` (see :meth:`MethodSpec.facts`); a name that
+    does not resolve here (a user's package absent) gets a weight-level method's facts."""
+    try:
+        return METHODS.get(name).facts()
+    except Exception:  # noqa: BLE001 - a user's module may fail in any way on import; a report must not
+        return MethodSpec(str(name), lambda inputs, cfg: None).facts()
 
 
 def method_name(node: Any) -> str:

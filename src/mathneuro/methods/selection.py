@@ -17,9 +17,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from mathneuro.pipeline.recording import atomic_write
+from mathneuro.methods.counts import NEURON_PREFIX, summarize
+from mathneuro.util.io import atomic_write
 
-NEURON_PREFIX = "neurons::"
 PACKED_SHAPES = "packed_mask_shapes"  # metadata key: {name: shape} of the masks stored as packed bits
 
 
@@ -55,8 +55,6 @@ class Selection:
 
     def summary(self, num_scored: int | None = None, num_parameters: int | None = None) -> dict:
         """The ``selection`` block of results.json: counts, fractions, per layer and per module type."""
-        from mathneuro.report.overlap import summarize
-
         return summarize(self, num_scored=num_scored, num_parameters=num_parameters,
                          method=self.method, top_k=self.meta.get("top_k"))
 
@@ -91,6 +89,8 @@ class SelectionFile(Mapping):
     uint8 of the weight's shape, whether the file packs masks as bits (written by
     :meth:`Selection.save`) or stores them whole (older files, or other tools). ``metadata`` holds
     the file's string metadata (may be empty), without the packing's own key."""
+
+    names_say_kind = True  # neuron entries are known by their name: counting never loads a tensor to tell
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)

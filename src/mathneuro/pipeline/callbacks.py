@@ -1,4 +1,5 @@
-"""Hydra callbacks: when a multirun ends, write its report and (logger on) log it to W&B."""
+"""Hydra callbacks: before a multirun, check its method settings; when it ends, write its report and
+(logger on) log it to W&B."""
 
 from __future__ import annotations
 
@@ -9,15 +10,31 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from mathneuro.pipeline.errors import ConfigError, SweepRefused
+from mathneuro.pipeline.recording import WandbRun
+from mathneuro.pipeline.sweep_check import check_multirun
+
 log = logging.getLogger("mathneuro")
+
+
+class MethodSettingsCheck(Callback):
+    """Refuses, before any job runs, a ``method.<setting>`` that no method of the multirun has."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            check_multirun(config)
+        except ConfigError as exc:
+            raise SweepRefused(str(exc)) from None
 
 
 class SweepReport(Callback):
     """Writes ``<sweep dir>/report/`` (CSV, markdown, figures) after every multirun; never fails the sweep."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from mathneuro.pipeline.recording import WandbRun
-        from mathneuro.report import log_report_to_wandb, write_report
+        from mathneuro.report import (  # deferred: matplotlib, at sweep end only
+            log_report_to_wandb,
+            write_report,
+        )
 
         sweep = Path(config.hydra.sweep.dir)
         try:

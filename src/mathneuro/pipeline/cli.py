@@ -23,7 +23,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from mathneuro.pipeline.config import ConfigError, register_configs
-from mathneuro.pipeline.errors import debug_requested, raise_on_sigterm, user_error
+from mathneuro.pipeline.errors import SweepRefused, debug_requested, raise_on_sigterm, user_error
+from mathneuro.pipeline.runner import run_point
 
 log = logging.getLogger("mathneuro")
 
@@ -110,8 +111,6 @@ def _exit_user_error(line: str) -> None:
 def _task(cfg: DictConfig) -> float:
     from omegaconf.errors import OmegaConfBaseException
 
-    from mathneuro.pipeline.runner import run_point
-
     hc = HydraConfig.get()
     output_dir = hc.runtime.output_dir
     if hc.mode == RunMode.MULTIRUN:
@@ -121,7 +120,8 @@ def _task(cfg: DictConfig) -> float:
     tags = [f"{k}:{v}" for k, v in hc.runtime.choices.items() if not k.startswith("hydra") and v is not None]
     try:
         resolved = OmegaConf.to_container(cfg, resolve=True)
-        results = run_point(OmegaConf.to_object(cfg), output_dir, resolved_config=resolved, group=group, tags=tags)
+        results = run_point(OmegaConf.to_object(cfg), output_dir, resolved_config=resolved, group=group, tags=tags,
+                            overrides=list(hc.overrides.task), in_sweep=hc.mode == RunMode.MULTIRUN)
     except (ConfigError, OmegaConfBaseException) as exc:
         line = user_error(exc)
         if line is None:
@@ -169,6 +169,8 @@ def main() -> None:
     raise_on_sigterm()
     try:
         hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_task)()
+    except SweepRefused as exc:  # a multirun refused before any job (pipeline.sweep_check)
+        _exit_user_error(str(exc))
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM turned into errors.Interrupted
         signum = getattr(exc, "signum", signal.SIGINT)
         if _DEBUG:

@@ -18,9 +18,10 @@ from omegaconf import MISSING, OmegaConf
 from mathneuro.data.datasets import DatasetConfig
 from mathneuro.edit.intervention import check_scalar
 from mathneuro.evaluation import EvalConfig
-from mathneuro.methods.functions import check_fraction
 from mathneuro.methods.registry import default_method_node, resolve_method
+from mathneuro.methods.topk import check_fraction
 from mathneuro.models.embedded import cache_root
+from mathneuro.pipeline.errors import ConfigError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 INTERVENTIONS = ("prune", "scale")
@@ -30,10 +31,6 @@ WANDB_MODES = ("offline", "online", "disabled")
 
 if not OmegaConf.has_resolver("mathneuro_cache_root"):  # the one default cache root, also for load_model
     OmegaConf.register_new_resolver("mathneuro_cache_root", lambda: str(cache_root()))
-
-
-class ConfigError(ValueError):
-    """A config value is wrong; the message names the key and the allowed values."""
 
 
 @dataclass
@@ -80,6 +77,8 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     task: DatasetConfig = field(default_factory=DatasetConfig)
     filter: DatasetConfig = field(default_factory=DatasetConfig)
+    # several filter sets in one point (``filters=[race,mmlu]``): their union is filtered out; replaces ``filter``
+    filters: dict[str, DatasetConfig] = field(default_factory=dict)
     # The method's own settings (see mathneuro.methods.registry); typed per method by resolve_method.
     method: Any = field(default_factory=default_method_node)
     intervention: InterventionConfig = field(default_factory=InterventionConfig)
@@ -138,6 +137,8 @@ def _check(cfg: Any) -> None:
         raise ConfigError(f"logger.init_timeout: must be > 0 seconds, got {cfg.logger.init_timeout!r}")
     cfg.task.validate("task")
     cfg.filter.validate("filter")
+    for name, dataset in (cfg.filters or {}).items():
+        dataset.validate(f"filters.{name}")
     cfg.eval.validate()
 
 

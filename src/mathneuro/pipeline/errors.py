@@ -14,6 +14,16 @@ import signal
 
 DEBUG_ENV = "MATHNEURO_DEBUG"
 
+
+class ConfigError(ValueError):
+    """A config value is wrong; the message names the key and the allowed values."""
+
+
+class SweepRefused(BaseException):
+    """A multirun refused before any job ran (a Hydra callback raises it: Hydra turns an ``Exception``
+    raised there into a warning, so this is a ``BaseException`` that the CLI ends with exit code 2)."""
+
+
 _TYPE_WORDS = {
     "Integer": "an integer",
     "Float": "a number",
@@ -85,8 +95,6 @@ def user_error(exc: BaseException) -> str | None:
         OverrideParseException,
     )
     from omegaconf.errors import OmegaConfBaseException
-
-    from mathneuro.pipeline.config import ConfigError
 
     if isinstance(exc, ConfigError):
         return _one_line(exc)

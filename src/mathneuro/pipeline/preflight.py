@@ -19,11 +19,12 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from mathneuro.methods.functions import LAPE_SIZED
-from mathneuro.pipeline.config import ConfigError
+from mathneuro.methods.registry import METHODS
+from mathneuro.pipeline.errors import ConfigError
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _EMBEDDED = "embedded://"
+MinTopK = Callable[[Mapping[str, Sequence[int]]], float]
 _CHECKED: dict[tuple, None] = {}  # (path, size, mtime) of files already found whole in this process
 
 
@@ -247,21 +248,22 @@ def _round_up(value: float, digits: int = 3) -> float:
     return out if out >= value else float(f"{out + scale:.{digits}g}")
 
 
-def smallest_top_k(method: str, shapes: Mapping[str, Sequence[int]]) -> float:
-    """The smallest top-K for which a per-matrix method keeps at least one weight somewhere:
-    floor(K·numel) >= 1 in the largest target matrix (per output row, K·in_features, for ``wanda_row``)."""
+def smallest_top_k(method: str | MinTopK, shapes: Mapping[str, Sequence[int]]) -> float:
+    """The smallest top-K for which a method keeps at least one weight somewhere, by its spec's
+    ``min_top_k`` rule over the target shapes (``method``: its name, or the rule itself), rounded up to
+    3 significant digits."""
     if not shapes:
         raise ConfigError("method.targets: matches no linear layer of this model")
-    if method == "wanda_row":
-        largest = max(int(shape[-1]) for shape in shapes.values())
-    else:
-        largest = max(math.prod(int(d) for d in shape) for shape in shapes.values())
-    return _round_up(1.0 / largest)
+    rule = METHODS.get(method).min_top_k if isinstance(method, str) else method
+    if rule is None:
+        raise ValueError(f"method {method!r} has no min_top_k rule: its smallest top-K is found by bisection")
+    return _round_up(rule(shapes))
 
 
-def check_top_k(method: str, top_k: float, shapes: Mapping[str, Sequence[int]]) -> None:
+def check_top_k(method: str, top_k: float, shapes: Mapping[str, Sequence[int]], min_top_k: MinTopK | None = None
+                ) -> None:
     """Refuse (ConfigError on ``top_k``) a top-K that selects no weight of any target matrix."""
-    floor = smallest_top_k(method, shapes)
+    floor = smallest_top_k(min_top_k or method, shapes)
     if top_k < floor:
         raise ConfigError(f"top_k: {top_k:g} selects no weight in this model with method={method}; "
                           f"the smallest top-K that selects something here is {floor:g}")
@@ -284,22 +286,21 @@ def smallest_selecting_top_k(count_at: Callable[[float], int], lo: float, steps:
     return min(1.0, _round_up(hi))
 
 
-def refuse_empty_selection(cfg, count_at: Callable[[float], int], shapes: Mapping[str, Sequence[int]]) -> None:
+def refuse_empty_selection(cfg, spec, count_at: Callable[[float], int], shapes: Mapping[str, Sequence[int]]) -> None:
     """Raise ConfigError on ``top_k`` for a selection that edits nothing, with the smallest top-K that
-    selects something in this model (``count_at(K)`` = how many a top-K of K selects)."""
+    selects something in this model (``count_at(K)`` = how many a top-K of K selects). Methods whose
+    spec gives no ``min_top_k`` rule are bisected; the spec's ``empty_hint`` says what else to try."""
     method, top_k = cfg.method.name, cfg.top_k
-    if method in LAPE_SIZED:  # a neuron count that grows with K whatever the rule that turns K into a count
+    what = "neuron" if spec.unit == "neurons" else "weight"
+    hint = f"; {spec.empty_hint}" if spec.empty_hint else ""
+    if spec.min_top_k is None:  # a count that grows with K, whatever rule turns K into a count
         floor = smallest_selecting_top_k(count_at, top_k) if top_k < 1 else None
         if floor is None:
-            raise ConfigError(
-                f"top_k: method={method} selects no neuron of this model even at top_k=1 (method.filter_rate="
-                f"{cfg.method.filter_rate}, method.activation_bar={cfg.method.activation_bar}); lower those")
-        raise ConfigError(f"top_k: {top_k:g} selects no neuron in this model with method={method}; "
+            raise ConfigError(f"top_k: method={method} selects no {what} of this model even at top_k=1{hint}")
+        raise ConfigError(f"top_k: {top_k:g} selects no {what} in this model with method={method}; "
                           f"the smallest top-K that selects something here is {floor:g}")
-    floor = smallest_top_k(method, shapes)
+    floor = smallest_top_k(spec.min_top_k, shapes)
     if top_k < floor:
-        check_top_k(method, top_k, shapes)
-    hint = " or a smaller method.filter_top_k" if method in ("mathneuro", "random") else ""
-    raise ConfigError(f"top_k: {top_k:g} selects no weight with method={method}: every weight of the task's "
-                      "top-K is also in the filter's; the smallest top-K that selects anything in this model "
-                      f"is at least {floor:g}; try a larger top_k{hint}")
+        check_top_k(method, top_k, shapes, spec.min_top_k)
+    raise ConfigError(f"top_k: {top_k:g} selects no {what} with method={method}; the smallest top-K that "
+                      f"selects anything in this model is at least {floor:g}; try a larger top_k{hint}")

@@ -1,4 +1,4 @@
-"""Recording sweep points: an atomic ``results.json`` per point and one W&B run per point.
+"""Recording sweep points: one W&B run per point (``results.json`` is written by :mod:`~mathneuro.pipeline.results`).
 
 W&B is optional at every step: a failure to start, log or finish warns and never kills
 the run. The default mode is offline (no account needed; ``wandb sync`` later). When an
@@ -9,67 +9,19 @@ point of the process goes straight to offline. ``$WANDB_DIR``, when set, is wher
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
-import tempfile
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mathneuro.pipeline.results import RESULTS_FILE, read_json
+from mathneuro.pipeline.results import read_complete_results  # noqa: F401 (its old home)
+from mathneuro.util.io import atomic_write, write_json_atomic  # noqa: F401 (their old home)
 
 DEFAULT_INIT_TIMEOUT = 30.0  # seconds an online W&B run may take to start before we log offline
 
 log = logging.getLogger("mathneuro")
 _online_unavailable: str | None = None  # why online W&B failed in this process (then: offline at once)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
-    """Call ``write(tmp)`` on a temp file beside ``path``, then rename it over ``path``: readers see the
-    old file or the whole new one, never half of it; the temp file is removed on failure."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def write_json_atomic(path: str | os.PathLike, data: dict) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (and synced to disk)."""
-    def write(tmp: str) -> None:
-        with open(tmp, "w") as f:
-            json.dump(_jsonable(data), f, indent=1, default=str)
-            f.flush()
-            os.fsync(f.fileno())
-
-    atomic_write(path, write)
-
-
-def read_complete_results(run_dir: str | os.PathLike) -> dict | None:
-    """The results of ``run_dir`` if a complete ``results.json`` is there, else None."""
-    try:
-        data = read_json(Path(run_dir) / RESULTS_FILE)
-    except (OSError, ValueError):
-        return None
-    return data if data.get("status") == "complete" else None
 
 
 class WandbRun:

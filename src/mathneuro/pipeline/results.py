@@ -17,10 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mathneuro.util.io import write_json_atomic
+
 RESULTS_FILE = "results.json"
 #: Whose per-matrix counts ``random`` matches unless ``method.reference`` names another method; a
 #: ``random`` point sized by another method carries ``point.reference``.
-DEFAULT_REFERENCE = "mathneuro"
+from mathneuro.methods.random import DEFAULT_REFERENCE  # noqa: E402,F401 (its home before 0.2)
+
 POINT_FIELDS = ("model", "task", "filter", "method", "top_k", "intervention", "scalar", "seed", "num_samples")
 SELECTION_FIELDS = ("num_selected", "num_scored", "num_parameters", "fraction_of_model", "fraction_of_scored",
                     "num_weights_edited", "fraction_of_model_edited")  # the last two count a neuron as the weights it feeds
@@ -95,8 +98,6 @@ class PointResult:
 
     def write(self, path: str | os.PathLike) -> Path:
         """Write :meth:`to_json` to ``path`` (a file, or a run dir for its ``results.json``) atomically."""
-        from mathneuro.pipeline.recording import write_json_atomic
-
         path = Path(path)
         if path.is_dir():
             path = path / RESULTS_FILE
@@ -207,6 +208,15 @@ def read_json(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError("top level is not an object")
     return data
+
+
+def read_complete_results(run_dir: str | os.PathLike) -> dict | None:
+    """The results of ``run_dir`` if a complete ``results.json`` is there, else None."""
+    try:
+        data = read_json(Path(run_dir) / RESULTS_FILE)
+    except (OSError, ValueError):
+        return None
+    return data if data.get("status") == "complete" else None
 
 
 def load(path: str | os.PathLike) -> PointResult:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from mathneuro.data.datasets import draw_samples, load_records, render, sample_ids_hash
+from mathneuro.evaluation.evaluator import Evaluator
 from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, write_samples
 from mathneuro.methods.registry import MethodInputs, resolve_method
@@ -31,10 +32,9 @@ from mathneuro.models.targets import (
     weight_parameters,
 )
 from mathneuro.pipeline.config import Config, ConfigError
-from mathneuro.pipeline.recording import (
-    write_json_atomic,
-)
 from mathneuro.statistics.cache import StatisticsCache, cached_statistics
+from mathneuro.statistics.passes import canonical_kind
+from mathneuro.util.io import write_json_atomic
 
 log = logging.getLogger("mathneuro")
 
@@ -84,7 +84,8 @@ class Workbench:
     def statistics(self, samples: Samples, kinds: tuple[str, ...], *, targets: dict | None = None,
                    max_length: int, batch_size: int, progress: bool = True) -> tuple[dict, dict]:
         """Statistics of ``samples`` for each kind (cached on disk and in memory) and their keys."""
-        activations = find_mlp_activations(self.model) if "lape" in kinds else None
+        kinds = tuple(canonical_kind(k) for k in kinds)
+        activations = find_mlp_activations(self.model) if "activation_counts" in kinds else None
         sources: dict[str, str] = {}
         found, keys = cached_statistics(
             self.cache, self.model, self.tokenizer, samples.texts, model_identity=self.identity, kinds=kinds,
@@ -96,12 +97,17 @@ class Workbench:
         return found, keys
 
     def select(self, method: Any, task: Samples, filters: list[Samples], *, top_k: float, seed: int,
-               max_length: int, batch_size: int, progress: bool = True) -> tuple[Selection, list[str]]:
+               max_length: int, batch_size: int, progress: bool = True,
+               targets: dict | None = None) -> tuple[Selection, list[str]]:
         """The selection of ``method`` (a config node, dataclass or name; see
-        :func:`~mathneuro.methods.registry.resolve_method`) and the statistics keys it used."""
+        :func:`~mathneuro.methods.registry.resolve_method`) and the statistics keys it used;
+        ``targets``: its scored linears when the caller has them already."""
         spec, method_cfg = resolve_method(method)
         kinds = spec.needs
-        targets = self.targets(method_cfg) if "linear_inputs" in kinds else None
+        if "linear_inputs" in kinds and not targets:
+            targets = self.targets(method_cfg)
+        elif "linear_inputs" not in kinds:
+            targets = None
         keys: list[str] = []
 
         def stats_of(samples: Samples) -> dict:
@@ -123,8 +129,6 @@ class Workbench:
 
     def evaluator(self, eval_cfg: Any):
         """The evaluator of this model for ``eval_cfg``, built once (it wraps lm-eval's HFLM once)."""
-        from mathneuro.evaluation import Evaluator
-
         key = eval_cfg.fingerprint()
         if key not in self.evaluators:
             self.evaluators[key] = Evaluator(self.model, self.tokenizer, eval_cfg)

@@ -8,6 +8,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from mathneuro.report import log_report_to_wandb, plot_overlap_heatmap, write_report
+from mathneuro.report.overlap import (
+    count_entries,
+    count_selected,
+    load_selection_file,
+    overlap_matrix,
+    per_layer_counts,
+    per_module_counts,
+    sort_layer_keys,
+)
+
 EXIT_USAGE = 2
 
 
@@ -31,7 +42,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="W&B mode for --wandb-project (default: W&B's own)")
     args = parser.parse_args(argv)
 
-    from mathneuro.report import log_report_to_wandb, write_report
 
     sweep = Path(args.sweep_dir)
     if not sweep.is_dir():
@@ -90,15 +100,6 @@ def overlap_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--png", default=None, help="also write a Jaccard heatmap to this PNG")
     args = parser.parse_args(argv)
 
-    from mathneuro.report.overlap import (
-        count_entries,
-        count_selected,
-        load_selection_file,
-        overlap_matrix,
-        per_layer_counts,
-        per_module_counts,
-        sort_layer_keys,
-    )
 
     paths = [Path(f) for f in args.files]
     for path in paths:
@@ -152,7 +153,6 @@ def overlap_main(argv: Sequence[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(out, indent=2))
         print(f"\nwrote {args.json}")
     if args.png:
-        from mathneuro.report import plot_overlap_heatmap
 
         print(f"wrote {plot_overlap_heatmap(matrix, args.png)}")
     return 0

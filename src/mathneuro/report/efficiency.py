@@ -6,11 +6,12 @@ top-K set (top-K of the math score per matrix) and M = that set minus the filter
 overlaps differ a lot (on SmolLM2-135M at K = 15 %, N = 1: 0.83 for the top-K sets against 0.38
 for M), so both are reported.
 
-Where the sets come from: a sweep run with ``save_selection=true`` writes M as
-``selection.safetensors`` and, for ``method=mathneuro``, the math top-K set as
-``selection_topk.safetensors`` (:data:`MATH_TOPK_FILE`). Older sweeps lack the second file; the
-math top-K set is exactly what ``method=wanda`` selects (per-matrix top-K of the same math score),
-so a ``wanda`` point of the same model, task, top-K, N and seed with a saved selection serves too.
+Where the sets come from: a sweep run with ``save_selection=true`` writes every point's selection as
+``selection.safetensors`` and the extra sets its method declares (MathNeuro: the math top-K set,
+``selection_topk.safetensors``, :data:`MATH_TOPK_FILE`). Older sweeps lack the second file; the math
+top-K set is exactly what ``method=wanda`` selects (per-matrix top-K of the same math score), which
+MathNeuro's spec says, so a ``wanda`` point of the same model, task, top-K, N and seed serves too.
+Every method with saved selections is a study of its own.
 The figure is :func:`mathneuro.report.figures.plot_data_efficiency`.
 """
 
@@ -22,11 +23,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mathneuro.report.figures import plot_data_efficiency
 from mathneuro.report.overlap import data_efficiency, load_selection_file
+from mathneuro.report.paired import facts_of
 
 SELECTION_FILE = "selection.safetensors"
 MATH_TOPK_FILE = "selection_topk.safetensors"
-GROUP_FIELDS = ("model", "task", "filter", "top_k")  # one data-efficiency study per combination
+GROUP_FIELDS = ("model", "task", "filter", "top_k", "method")  # one data-efficiency study per combination
 _ROW_KEYS = ("num_samples", "seeds", "pairs", "jaccard_mean", "jaccard_std", "a_in_b_mean", "ref_num_samples",
              "ref_in_n_mean", "n_in_ref_mean", "ref_jaccard_mean")
 COLUMNS = (*GROUP_FIELDS, *_ROW_KEYS, *(f"topk_{k}" for k in _ROW_KEYS if k != "num_samples"))
@@ -40,34 +43,39 @@ def _int_or(value: Any) -> Any:
 
 
 def efficiency_selections(results: Iterable[Mapping]) -> dict[tuple, tuple[dict, dict]]:
-    """Saved selections of a sweep's results, per study: ``{(model, task, filter, top_k): (M sets,
-    math top-K sets)}``, each keyed ``(num_samples, seed)`` and opened lazily.
+    """Saved selections of a sweep's results, per study: ``{(model, task, filter, top_k, method): (sets,
+    second sets)}``, each keyed ``(num_samples, seed)`` and opened lazily.
 
-    M sets come from ``method=mathneuro`` points' ``selection.safetensors``; top-K sets from
-    their ``selection_topk.safetensors`` or else from a ``wanda`` point of the same model, task,
-    top-K, N and seed (the same set by construction; the filter does not enter it)."""
+    The sets are the points' ``selection.safetensors``. The second sets are the first extra selection the
+    method saves (its facts' ``extra_selections``: MathNeuro's math top-K set, ``selection_topk.safetensors``)
+    or else the selection of the point of the method that extra set is (Wanda for MathNeuro's top-K set)
+    with the same model, task, top-K, N and seed."""
     results = list(results)
-    wanda: dict[tuple, Path] = {}
+    saved: dict[tuple, Path] = {}
     for r in results:
         p = r.get("point") or {}
         path = Path(str(r.get("_dir", "."))) / SELECTION_FILE
-        if p.get("method") == "wanda" and path.is_file():
-            wanda[(p.get("model"), p.get("task"), p.get("top_k"), _int_or(p.get("num_samples")),
+        if path.is_file():
+            saved[(p.get("method"), p.get("model"), p.get("task"), p.get("top_k"), _int_or(p.get("num_samples")),
                    _int_or(p.get("seed")))] = path
     studies: dict[tuple, tuple[dict, dict]] = {}
     for r in results:
         p = r.get("point") or {}
         folder = Path(str(r.get("_dir", ".")))
-        if p.get("method") != "mathneuro" or not (folder / SELECTION_FILE).is_file():
+        if not (folder / SELECTION_FILE).is_file():
             continue
         n, seed = _int_or(p.get("num_samples")), _int_or(p.get("seed"))
-        m_sets, top_sets = studies.setdefault(tuple(p.get(f) for f in GROUP_FIELDS), ({}, {}))
+        m_sets, second_sets = studies.setdefault(tuple(p.get(f) for f in GROUP_FIELDS), ({}, {}))
         m_sets[(n, seed)] = load_selection_file(folder / SELECTION_FILE)
-        top = folder / MATH_TOPK_FILE
-        if not top.is_file():
-            top = wanda.get((p.get("model"), p.get("task"), p.get("top_k"), n, seed))
-        if top is not None:
-            top_sets[(n, seed)] = load_selection_file(top)
+        extras = facts_of(r).get("extra_selections") or {}
+        if not extras:
+            continue
+        suffix, source = next(iter(extras.items()))
+        second = folder / f"selection_{suffix}.safetensors"
+        if not second.is_file():
+            second = saved.get((source, p.get("model"), p.get("task"), p.get("top_k"), n, seed))
+        if second is not None:
+            second_sets[(n, seed)] = load_selection_file(second)
     return studies
 
 
@@ -105,11 +113,12 @@ def _f(value: Any) -> str:
 
 def efficiency_markdown(rows: Sequence[Mapping]) -> str:
     """A markdown table: per study and N, the overlap of two draws for M and for the math top-K sets."""
-    lines = ["| model | filter | top_k | N | draws | Jaccard M | M: one in other | Jaccard top-K "
+    lines = ["| model | method | filter | top_k | N | draws | Jaccard M | M: one in other | Jaccard top-K "
              "| top-K: one in other | share of M(ref) found | share of top-K(ref) found |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r.get('model')} | {r.get('filter')} | {r.get('top_k')} | {r['num_samples']} | {r['seeds']} "
+        lines.append(f"| {r.get('model')} | {r.get('method')} | {r.get('filter')} | {r.get('top_k')} | {r['num_samples']} "
+                     f"| {r['seeds']} "
                      f"| {_f(r.get('jaccard_mean'))} | {_f(r.get('a_in_b_mean'))} | {_f(r.get('topk_jaccard_mean'))} "
                      f"| {_f(r.get('topk_a_in_b_mean'))} | {_f(r.get('ref_in_n_mean'))} "
                      f"| {_f(r.get('topk_ref_in_n_mean'))} |")
@@ -131,18 +140,16 @@ def write_data_efficiency(results: Iterable[Mapping], out_dir: str | Path) -> di
     studies: dict[tuple, list[dict]] = {}
     for r in rows:
         studies.setdefault(tuple(r.get(f) for f in GROUP_FIELDS), []).append(r)
-    from mathneuro.report.figures import plot_data_efficiency
-
     figures = {}
     for key, group in studies.items():
         name = "data_efficiency" if len(studies) == 1 else "data_efficiency_" + _safe("_".join(map(str, key)))
-        model, _task, filt, top_k = key
-        figures[name] = str(plot_data_efficiency(group, out / f"{name}.png",
-                                                 title=f"{model}, {filt} filter, K={top_k}: two independent draws"))
+        model, _task, filt, top_k, method = key
+        figures[name] = str(plot_data_efficiency(
+            group, out / f"{name}.png", title=f"{model}, {method}, {filt} filter, K={top_k}: two independent draws"))
     missing_top = any(r.get("topk_jaccard_mean") is None and r.get("jaccard_mean") is not None for r in rows)
     md = ["## Data efficiency: overlap of two independent identifications\n", efficiency_markdown(rows),
           "\n".join(f"![{name}]({Path(path).name})\n" for name, path in figures.items())]
     if missing_top:
-        md.append(f"- some draws have no saved math top-K set ({MATH_TOPK_FILE}, written by save_selection=true "
-                  "since this version, or a wanda point of the same N and seed): their top-K columns are empty\n")
+        md.append(f"- some draws have no saved second set (e.g. MathNeuro's math top-K set, {MATH_TOPK_FILE}, written "
+                  "by save_selection=true, or a wanda point of the same N and seed): their top-K columns are empty\n")
     return {"rows": rows, "csv": str(csv_path), "figures": figures, "markdown": "\n".join(md)}

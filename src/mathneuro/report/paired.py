@@ -40,16 +40,21 @@ from typing import Any
 import numpy as np
 
 from mathneuro.data.datasets import read_jsonl
-from mathneuro.pipeline.results import DEFAULT_REFERENCE
+from mathneuro.report.references import (  # noqa: F401 (public here before 0.2)
+    facts_of,
+    missing_own_size_references,
+    reference_name,
+    serves,
+    sized_by,
+)
+from mathneuro.report.sweep import load_results
+from mathneuro.report.tables import write_csv
 
 COLUMNS = ("method", "reference", "task", "metric", "top_k", "scalar", "seeds", "n_examples", "diff",
            "ci_low", "ci_high")
 EXTRA_COLUMNS = ("side", "model", "filter", "intervention", "num_samples")
 #: Point fields that must agree between an edited point and its ``random`` reference (seed too).
 MATCH_FIELDS = ("model", "task", "filter", "intervention", "scalar", "top_k", "num_samples")
-RANDOM = "random"
-#: Random reference methods -> the edited methods each one is the reference of (None: every method).
-RANDOM_REFERENCES: dict[str, tuple[str, ...] | None] = {RANDOM: None, "random_neurons": ("lape",)}
 BASELINE = "baseline"
 DEFAULT_RESAMPLES = 5000
 _CHUNK_ENTRIES = 4_000_000  # bootstrap indices held at once (32 MB of int64)
@@ -193,44 +198,12 @@ def _sort_value(value: Any) -> tuple:
     return (1, 0.0, "" if value is None else str(value))
 
 
-def reference_name(point: Mapping) -> str | None:
-    """The name a random-reference point goes by in ``paired.csv`` (None for an edited point):
-    ``random``, ``random(<method>)`` for ``random`` sized by another method (``point.reference``), or
-    the other names of :data:`RANDOM_REFERENCES`."""
-    method = point.get("method")
-    if method == RANDOM:
-        sized_by = point.get("reference")
-        return RANDOM if sized_by in (None, "", DEFAULT_REFERENCE) else f"{RANDOM}({sized_by})"
-    return str(method) if method in RANDOM_REFERENCES else None
-
-
-def serves(reference: str, method: Any) -> bool:
-    """Whether the random reference ``reference`` (a :func:`reference_name`) is compared with ``method``.
-
-    ``random(X)`` serves ``X`` under either of its names: a user's method named once by its registered
-    name and once by its import path (``pkg.mod:fn``) is the same method."""
-    if reference in RANDOM_REFERENCES:
-        methods = RANDOM_REFERENCES[reference]
-        return methods is None or method in methods
-    prefix = f"{RANDOM}("
-    if not (reference.startswith(prefix) and reference.endswith(")")):
-        return False
-    sized_by, method = reference[len(prefix):-1], str(method)
-    if sized_by == method:
-        return True
-    from mathneuro.methods.registry import same_method  # imports torch: only where names differ
-
-    return same_method(sized_by, method)
-
-
 def _rng_seed(seed: int, key: Iterable[Any]) -> list[int]:
     return [int(seed), zlib.crc32(json.dumps([str(k) for k in key]).encode())]
 
 
 def _load_sources(sources: Any) -> tuple[list[dict], list[str]]:
     """Complete results (with ``_dir``) from a sweep dir, run dirs, or results mappings."""
-    from mathneuro.report import load_results
-
     if isinstance(sources, (str, Path, Mapping)):
         sources = [sources]
     results: list[dict] = []
@@ -276,19 +249,23 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
 
     group_fields = ("method", "reference", *MATCH_FIELDS)
     groups: dict[tuple, list[tuple[Mapping, PointRecords]]] = {}
-    randoms: dict[str, dict[tuple, PointRecords]] = {name: {} for name in RANDOM_REFERENCES}
+    randoms: dict[str, dict[tuple, PointRecords]] = {}  # reference name -> points by match key and seed
+    facts: dict[str, dict] = {}  # reference name or method -> its method's facts
     for result, recs in with_records:
         point = result.get("point") or {}
         groups.setdefault(_group_key(point, group_fields), []).append((result, recs))
-        name = reference_name(point)
+        own = facts_of(result)
+        facts.setdefault(str(point.get("method")), own)
+        name = reference_name(point, own)
         if name is not None:
+            facts.setdefault(name, own)
             randoms.setdefault(name, {})[_group_key(point, (*MATCH_FIELDS, "seed"))] = recs
     rows: list[dict] = []
     for gkey in sorted(groups, key=lambda k: tuple(_sort_value(v) for v in k)):
         members = sorted(groups[gkey], key=lambda m: _sort_value((m[0].get("point") or {}).get("seed")))
         point = dict(members[0][0].get("point") or {})
         label = " ".join(f"{f}={point.get(f)}" for f in group_fields if f != "reference" or point.get(f))
-        own_name = reference_name(point)
+        own_name = reference_name(point, facts.get(str(point.get("method"))))
         if own_name is not None:
             point["method"] = own_name  # random(wanda) apart from random in the rows
         # baseline: every seed against the unedited model's records
@@ -299,8 +276,8 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
         rows += _compare(point, BASELINE, pairs_base, resamples, confidence, seed, notes, label)
         if own_name is not None:
             continue
-        for name in sorted(randoms, key=lambda n: (n not in RANDOM_REFERENCES, n)):
-            if not serves(name, point.get("method")):
+        for name in sorted(randoms, key=lambda n: ("(" in n, n)):  # random, random_neurons, then random(X)
+            if not serves(name, point.get("method"), facts[name]):
                 continue
             pairs_rand = []
             for result, recs in members:
@@ -313,8 +290,9 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
                                  f"filter; not compared with {name}")
                 continue
             rows += _compare(point, name, pairs_rand, resamples, confidence, seed, notes, label)
-    if not randoms[RANDOM]:
+    if not randoms:
         notes.append("no random points with per-example records: edited points are compared with the baseline only")
+    notes += missing_own_size_references(groups, randoms, facts)
     return PairedReport(rows, notes)
 
 
@@ -370,8 +348,6 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
 # ------------------------------------------------------------------------------------------- output
 def write_paired_csv(rows: Sequence[Mapping], path: str | Path) -> Path:
     """``paired.csv``: :data:`COLUMNS` then :data:`EXTRA_COLUMNS` (side, model, filter, ...)."""
-    from mathneuro.report.tables import write_csv
-
     return write_csv(rows, path, [*COLUMNS, *EXTRA_COLUMNS])
 
 

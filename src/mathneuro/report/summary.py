@@ -8,7 +8,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mathneuro.pipeline.results import _is_number
+from mathneuro.report.efficiency import write_data_efficiency
 from mathneuro.report.figures import plot_metric_vs_scalar, plot_metric_vs_topk, plot_per_layer
+from mathneuro.report.paired import write_paired
 from mathneuro.report.sweep import load_results
 from mathneuro.report.tables import (
     GROUP_FIELDS,
@@ -162,8 +164,6 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
         notes.append(f"{len(left)} subtask metric(s) of evaluated groups (e.g. `{left[0]}`) are left out of the "
                      "figures and the comparison table; points.csv, the table of all points and paired.csv have them")
     md = _summary_markdown(sweep, rows, missing, headline, figures, notes, out)
-    from mathneuro.report.efficiency import write_data_efficiency  # saved selections at several N / seeds
-    from mathneuro.report.paired import write_paired  # paired.csv from per-example records, if any
 
     paired, efficiency = write_paired(complete, out), write_data_efficiency(complete, out)
     figures.update(efficiency["figures"] if efficiency else {})

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mathneuro.pipeline.results import SELECTION_COLUMNS
+from mathneuro.report.paired import COLUMNS, EXTRA_COLUMNS
 from mathneuro.report.tables import columns_of, metric_names
 
 WANDB_KEY_COLUMNS = ("method", "filter", "top_k", "scalar", "seed", "intervention", "model", "task", "num_samples")
@@ -55,8 +56,6 @@ def log_report_to_wandb(report: Mapping, run: Any) -> None:
             ccols = columns_of(comp)
             payload["report/comparison"] = wandb.Table(columns=ccols, data=[[_cell(r.get(c)) for c in ccols] for r in comp])
         if report.get("paired"):
-            from mathneuro.report.paired import COLUMNS, EXTRA_COLUMNS
-
             pcols = [*COLUMNS, *EXTRA_COLUMNS]
             payload["report/paired"] = wandb.Table(columns=pcols, data=[[_cell(r.get(c)) for c in pcols]
                                                                         for r in report["paired"]])

@@ -5,8 +5,10 @@ norms, MLP activation counts) and their on-disk cache shared by a sweep's proces
 from mathneuro.statistics.passes import (
     AUTO_COMPILE_MIN_WEIGHTS,
     KERNELS,
+    KIND_ALIASES,
     KINDS,
     Statistics,
+    canonical_kind,
     collect_statistics,
     hooks,
     length_sorted_batches,
@@ -16,6 +18,6 @@ from mathneuro.statistics.passes import (
 )
 
 __all__ = [
-    "AUTO_COMPILE_MIN_WEIGHTS", "KERNELS", "KINDS", "Statistics", "collect_statistics", "hooks",
+    "AUTO_COMPILE_MIN_WEIGHTS", "KERNELS", "KINDS", "KIND_ALIASES", "canonical_kind", "Statistics", "collect_statistics", "hooks",
     "length_sorted_batches", "masked_square_sums", "square_sum_kernel", "tokenize",
 ]

@@ -28,8 +28,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from mathneuro.pipeline.recording import atomic_write, write_json_atomic
-from mathneuro.statistics.passes import Statistics, collect_statistics
+from mathneuro.models.targets import find_mlp_activations, find_target_linears
+from mathneuro.statistics.passes import KindMap, Statistics, canonical_kind, collect_statistics
+from mathneuro.util.io import atomic_write, write_json_atomic
 from mathneuro.util.locking import FileLock
 
 CACHE_VERSION = 1
@@ -192,15 +193,14 @@ def cached_statistics(
     computed together in one forward pass and stored, under the cache's lock of each missing key
     (a job that finds a key locked waits, then reads it from disk). Returns ``(stats by kind,
     keys by kind)``; ``sources``, when given, is filled with each kind's source (:data:`SOURCES`)."""
-    from mathneuro.models.targets import find_mlp_activations, find_target_linears
-
+    kinds = [canonical_kind(k) for k in kinds]
     modules_of = {}
     if "linear_inputs" in kinds:
         targets = targets if targets is not None else find_target_linears(model)
         modules_of["linear_inputs"] = list(targets)
-    if "lape" in kinds:
+    if "activation_counts" in kinds:
         activations = activations if activations is not None else find_mlp_activations(model)
-        modules_of["lape"] = list(activations)
+        modules_of["activation_counts"] = list(activations)
     keys = {
         kind: statistics_key(model_identity=model_identity, texts=texts, kind=kind,
                              max_length=max_length, modules=modules_of[kind])
@@ -246,4 +246,4 @@ def cached_statistics(
                 lock.release()
     if sources is not None:
         sources.update(source)
-    return found, keys
+    return KindMap(found), KindMap(keys)

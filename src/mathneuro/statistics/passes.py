@@ -5,7 +5,7 @@ Two kinds, collected in one batched, padding-aware pass over the decoder (no LM 
 - ``linear_inputs``: per scored linear and input column j, over samples s,
   ``norm[j] = Σ_s ||X_s[:, j]||₂`` (MathNeuro, SPEC §1) and ``sq[j] = Σ_s Σ_t X_s[t, j]²``
   (Wanda proper). Both are float32 whatever the model dtype.
-- ``lape``: per MLP activation module and neuron n, the number of real tokens on which the
+- ``activation_counts`` (old name ``lape``): per MLP activation module and neuron n, the number of real tokens on which the
   activation output is > 0, plus the token count (LAPE, SPEC §4).
 
 Statistics depend only on the model, the sample texts and ``max_length``: never on top-K,
@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
@@ -25,7 +26,28 @@ from tqdm.auto import tqdm
 from mathneuro.models.targets import base_model, find_mlp_activations, find_target_linears
 from mathneuro.util.padding import pad_token_id, right_padded
 
-KINDS = ("linear_inputs", "lape")
+#: Statistics kinds: per-linear input norms, and per-neuron counts of positive MLP activations.
+KINDS = ("linear_inputs", "activation_counts")
+#: Old kind names that still work (LAPE's counts were called after the method that first used them).
+KIND_ALIASES = {"lape": "activation_counts"}
+
+
+def canonical_kind(kind: str) -> str:
+    """``kind`` under its current name (``lape`` -> ``activation_counts``)."""
+    return KIND_ALIASES.get(kind, kind)
+
+
+class KindMap(dict):
+    """Values by statistics kind that also answer to a kind's old name (``lape`` for ``activation_counts``)."""
+
+    def __getitem__(self, kind: str) -> Any:
+        return super().__getitem__(canonical_kind(kind))
+
+    def __contains__(self, kind: object) -> bool:
+        return super().__contains__(canonical_kind(kind) if isinstance(kind, str) else kind)
+
+    def get(self, kind: str, default: Any = None) -> Any:
+        return super().get(canonical_kind(kind), default)
 
 
 @dataclass
@@ -234,6 +256,7 @@ def collect_statistics(
     from every statistic. Hooks are removed when the pass ends, also on error. ``kernel``:
     ``eager`` ops, a ``compiled`` fused reduction, or ``auto`` (compiled for real-sized models).
     """
+    kinds = [canonical_kind(k) for k in kinds]
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
         raise ValueError(f"statistics kind: unknown {unknown}; allowed: {', '.join(KINDS)}")
@@ -247,7 +270,7 @@ def collect_statistics(
         targets = targets if targets is not None else find_target_linears(model)
         lin = _LinearInputAccumulator(targets, kernel)
         handles += [mod.register_forward_pre_hook(lin.hook(name)) for name, mod in targets.items()]
-    if "lape" in kinds:
+    if "activation_counts" in kinds:
         activations = activations if activations is not None else find_mlp_activations(model)
         lape = _LapeAccumulator(activations)
         handles += [mod.register_forward_hook(lape.hook(name)) for name, mod in activations.items()]
@@ -271,10 +294,10 @@ def collect_statistics(
             num_tokens += int(attn.sum())
             bar.update(len(batch))
         bar.close()
-    out: dict[str, Statistics] = {}
+    out: dict[str, Statistics] = KindMap()
     meta = {"max_length": max_length, "num_samples": len(ids)}
     if lin is not None:
         out["linear_inputs"] = Statistics("linear_inputs", lin.tensors(), len(ids), num_tokens, dict(meta))
     if lape is not None:
-        out["lape"] = Statistics("lape", lape.tensors(), len(ids), num_tokens, dict(meta))
+        out["activation_counts"] = Statistics("activation_counts", lape.tensors(), len(ids), num_tokens, dict(meta))
     return out
