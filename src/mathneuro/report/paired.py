@@ -25,6 +25,11 @@ same examples and an example's difficulty is shared across them. Seeds are not r
 interval is about the evaluation sample, given these identification draws. With one seed this is
 the ordinary paired bootstrap. Resampling is seeded per row (same inputs, same interval) and
 vectorised with numpy.
+
+Each row also carries :data:`mathneuro.report.inference.INFERENCE_COLUMNS`: an interval that resamples
+the identification draws too (``ci95_*``, ``ci90_*``; for 0/1 metrics widened to Newcombe's interval,
+or the rule of three when nothing changed), the examples changed each way, and, with ``margin`` and
+``families``, equivalence verdicts and Holm-adjusted decisions (see :mod:`mathneuro.report.inference`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,15 @@ from typing import Any
 import numpy as np
 
 from mathneuro.data.datasets import read_jsonl
+from mathneuro.report.inference import (
+    DEFAULT_RESAMPLES,
+    INFERENCE_COLUMNS,
+    apply_holm,
+    inference_columns,
+    markdown_cells,
+    paired_arrays,
+    paired_bootstrap,
+)
 from mathneuro.report.references import (  # noqa: F401 (public here before 0.2)
     facts_of,
     missing_own_size_references,
@@ -52,59 +66,19 @@ from mathneuro.report.tables import write_csv
 
 COLUMNS = ("method", "reference", "task", "metric", "top_k", "scalar", "seeds", "n_examples", "diff",
            "ci_low", "ci_high")
-EXTRA_COLUMNS = ("side", "model", "filter", "intervention", "num_samples")
+EXTRA_COLUMNS = ("side", "model", "filter", "intervention", "num_samples", *INFERENCE_COLUMNS)
 #: Point fields that must agree between an edited point and its ``random`` reference (seed too).
 MATCH_FIELDS = ("model", "task", "filter", "intervention", "scalar", "top_k", "num_samples")
 BASELINE = "baseline"
-DEFAULT_RESAMPLES = 5000
-_CHUNK_ENTRIES = 4_000_000  # bootstrap indices held at once (32 MB of int64)
 
 
 # ------------------------------------------------------------------------------------- statistics
-def paired_bootstrap(diffs: Any, *, resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95,
-                     seed: int | Sequence[int] = 0) -> tuple[float, float, float]:
-    """``(mean, low, high)`` of paired differences with a percentile bootstrap over examples.
-
-    ``diffs``: per-example differences, shape ``[n]``, or ``[seeds, n]`` for several seeds on the
-    same n examples (the statistic is then the mean over seeds of the per-seed means; one draw of
-    example indices serves every seed). Deterministic for a given ``seed``."""
-    d = np.asarray(diffs, dtype=np.float64)
-    if d.ndim == 1:
-        d = d[None, :]
-    if d.ndim != 2 or d.shape[1] == 0 or d.shape[0] == 0:
-        raise ValueError(f"paired_bootstrap: need [n] or [seeds, n] differences with n > 0, got shape {d.shape}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence: must be in (0, 1), got {confidence}")
-    if resamples < 1:
-        raise ValueError(f"resamples: must be >= 1, got {resamples}")
-    per_example = d.mean(axis=0)  # mean over seeds of per-seed means == mean over examples of this
-    n = per_example.size
-    mean = float(per_example.mean())
-    rng = np.random.default_rng(seed)
-    stats = np.empty(resamples, dtype=np.float64)
-    chunk = max(1, _CHUNK_ENTRIES // n)
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        stats[start:stop] = per_example[idx].mean(axis=1)
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(stats, [alpha, 1 - alpha])
-    return mean, float(low), float(high)
-
-
 def paired_differences(edited: Sequence[Mapping[int, float]], reference: Sequence[Mapping[int, float]]
                        ) -> tuple[np.ndarray, list[int]]:
     """``([seeds, n] differences, doc_ids)`` of per-seed ``{doc_id: value}`` records on the doc_ids
     common to every seed and both sides (sorted)."""
-    if len(edited) != len(reference) or not edited:
-        raise ValueError("paired_differences: need one edited and one reference record per seed")
-    common: set[int] | None = None
-    for a, b in zip(edited, reference, strict=True):
-        both = set(a) & set(b)
-        common = both if common is None else common & both
-    docs = sorted(common or ())
-    diffs = np.array([[a[i] - b[i] for i in docs] for a, b in zip(edited, reference, strict=True)], dtype=np.float64)
-    return diffs.reshape(len(edited), len(docs)), docs
+    mine, theirs, docs = paired_arrays(edited, reference)
+    return mine - theirs, docs
 
 
 # ------------------------------------------------------------------------------------------ records
@@ -223,13 +197,15 @@ def _load_sources(sources: Any) -> tuple[list[dict], list[str]]:
 
 
 def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95,
-                  seed: int = 0) -> PairedReport:
+                  seed: int = 0, margin: float | None = None, families: Sequence[str] = ()) -> PairedReport:
     """Every edited point against the unedited baseline and its random reference(s): ``random``,
     ``random(X)`` (``random`` sized by method X) for X, and ``random_neurons`` for ``lape``.
 
     ``sources``: a sweep directory, a list of run/sweep directories, or results mappings (as
     :func:`mathneuro.report.load_results` returns them, with ``_dir``). Seeds of the same point are
-    pooled (see the module docstring). Points without per-example records get one note each."""
+    pooled (see the module docstring). Points without per-example records get one note each.
+    ``margin``: equivalence verdicts within +-margin; ``families``: Holm-adjusted decisions per family
+    (:func:`mathneuro.report.inference.parse_family`; see :mod:`mathneuro.report.inference`)."""
     results, notes = _load_sources(sources)
     with_records: list[tuple[Mapping, PointRecords]] = []
     without: list[Mapping] = []
@@ -273,7 +249,7 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
         if len(pairs_base) < len(members):
             notes.append(f"{label}: {len(members) - len(pairs_base)} seed(s) name no baseline_dir; "
                          "not compared with the baseline")
-        rows += _compare(point, BASELINE, pairs_base, resamples, confidence, seed, notes, label)
+        rows += _compare(point, BASELINE, pairs_base, resamples, confidence, seed, notes, label, margin)
         if own_name is not None:
             continue
         for name in sorted(randoms, key=lambda n: ("(" in n, n)):  # random, random_neurons, then random(X)
@@ -289,21 +265,23 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
                     notes.append(f"{label}: no {name} point with per-example records at the same top-K, seed and "
                                  f"filter; not compared with {name}")
                 continue
-            rows += _compare(point, name, pairs_rand, resamples, confidence, seed, notes, label)
+            rows += _compare(point, name, pairs_rand, resamples, confidence, seed, notes, label, margin)
     if not randoms:
         notes.append("no random points with per-example records: edited points are compared with the baseline only")
     notes += missing_own_size_references(groups, randoms, facts)
-    return PairedReport(rows, notes)
+    return PairedReport(apply_holm(rows, families), notes)
 
 
 def paired_comparisons(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95,
-                       seed: int = 0) -> list[dict]:
+                       seed: int = 0, margin: float | None = None, families: Sequence[str] = ()) -> list[dict]:
     """The rows of ``paired.csv`` (see :func:`paired_report`; its notes are dropped here)."""
-    return paired_report(sources, resamples=resamples, confidence=confidence, seed=seed).rows
+    return paired_report(sources, resamples=resamples, confidence=confidence, seed=seed, margin=margin,
+                         families=families).rows
 
 
 def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, PointRecords | None]],
-             resamples: int, confidence: float, seed: int, notes: list[str], label: str) -> list[dict]:
+             resamples: int, confidence: float, seed: int, notes: list[str], label: str,
+             margin: float | None = None) -> list[dict]:
     """Rows for one edited point (its seeds in ``pairs``) against one reference, per task and metric."""
     if not pairs:
         return []
@@ -328,12 +306,12 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
         for metric in metrics:
             a = [{d: v[metric] for d, v in recs.items() if metric in v} for recs in edited]
             b = [{d: v[metric] for d, v in recs.items() if metric in v} for recs in refs]
-            diffs, docs = paired_differences(a, b)
+            mine, theirs, docs = paired_arrays(a, b)
             if not docs:
                 notes.append(f"{label}: task {task} metric {metric}: no doc_id common to the point and {reference}")
                 continue
             key = (reference, task, metric, *[point.get(f) for f in ("method", *MATCH_FIELDS)])
-            diff, low, high = paired_bootstrap(diffs, resamples=resamples, confidence=confidence,
+            diff, low, high = paired_bootstrap(mine - theirs, resamples=resamples, confidence=confidence,
                                                seed=_rng_seed(seed, key))
             rows.append({
                 "method": point.get("method"), "reference": reference, "task": task, "metric": metric,
@@ -341,6 +319,8 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
                 "n_examples": len(docs), "diff": diff, "ci_low": low, "ci_high": high,
                 "side": tasks[task], "model": point.get("model"), "filter": point.get("filter"),
                 "intervention": point.get("intervention"), "num_samples": point.get("num_samples"),
+                **inference_columns(mine, theirs, margin=margin, confidence=confidence, resamples=resamples,
+                                    seed=_rng_seed(seed, key)),
             })
     return rows
 
@@ -351,10 +331,6 @@ def write_paired_csv(rows: Sequence[Mapping], path: str | Path) -> Path:
     return write_csv(rows, path, [*COLUMNS, *EXTRA_COLUMNS])
 
 
-def _interval(row: Mapping) -> str:
-    return f"{row['diff']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]"
-
-
 def paired_markdown(report: PairedReport, *, confidence: float = 0.95) -> str:
     """The markdown section: one table row per comparison, the interval beside the difference,
     then the notes (skipped points, missing references)."""
@@ -363,26 +339,30 @@ def paired_markdown(report: PairedReport, *, confidence: float = 0.95) -> str:
     if rows:
         varying = [f for f in ("model", "filter", "intervention", "num_samples")
                    if len({_key(r.get(f)) for r in rows}) > 1]
-        cols = ["method", *varying, "top_k", "scalar", "reference", "task", "metric", "seeds", "n_examples",
-                "edited - reference"]
-        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        cols = ["method", *varying, "top_k", "scalar", "reference", "task", "metric", "seeds", "n_examples"]
+        head = cols + list(markdown_cells(rows[0]))
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in rows:
-            cells = [str(r.get(c)) for c in cols[:-1]] + [_interval(r)]
+            cells = [str(r.get(c)) for c in cols] + list(markdown_cells(r).values())
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         parts.append("\n".join(lines) + "\n")
         parts.append("An interval that excludes 0 is a difference the evaluation sample resolves; "
-                     "seeds are pooled per example (see `mathneuro.report.paired`).\n")
+                     "seeds are pooled per example (see `mathneuro.report.paired`). The draws + examples interval also "
+                     "resamples the identification draws and, for 0/1 metrics, never collapses (Newcombe; rule of "
+                     "three when nothing changed); changed = examples up / down (see `mathneuro.report.inference`).\n")
     if report.notes:
         parts.append("\n".join(f"- {n}" for n in report.notes) + "\n")
     return "\n".join(parts)
 
 
 def write_paired(sources: Any, out_dir: str | Path, *, resamples: int = DEFAULT_RESAMPLES,
-                 confidence: float = 0.95, seed: int = 0) -> dict:
+                 confidence: float = 0.95, seed: int = 0, margin: float | None = None,
+                 families: Sequence[str] = ()) -> dict:
     """Compute the comparisons and write ``<out_dir>/paired.csv`` (when any row exists).
 
     Returns ``{"rows", "notes", "csv" (path or None), "markdown"}``, what the report embeds."""
-    report = paired_report(sources, resamples=resamples, confidence=confidence, seed=seed)
+    report = paired_report(sources, resamples=resamples, confidence=confidence, seed=seed, margin=margin,
+                           families=families)
     path = write_paired_csv(report.rows, Path(out_dir) / "paired.csv") if report.rows else None
     return {"rows": report.rows, "notes": report.notes, "csv": str(path) if path else None,
             "markdown": paired_markdown(report, confidence=confidence)}
