@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mathneuro.report import paired
 from mathneuro.report import inference as inf
+from mathneuro.report import paired
 
 Z95 = 1.959963984540054
 

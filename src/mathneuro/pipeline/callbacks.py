@@ -37,8 +37,9 @@ class SweepReport(Callback):
         )
 
         sweep = Path(config.hydra.sweep.dir)
+        settings = config.get("report") or {}  # report.margin, report.families: paired.csv's verdicts
         try:
-            report = write_report(sweep)
+            report = write_report(sweep, margin=settings.get("margin"), families=list(settings.get("families") or []))
         except Exception as exc:  # a report is a convenience: the sweep's results are already on disk
             log.warning("sweep report not written: %s", exc)
             return

@@ -9,6 +9,7 @@ method by :func:`mathneuro.methods.registry.resolve_method`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -73,6 +74,19 @@ class ObjectiveConfig:
 
 
 @dataclass
+class ReportConfig:
+    """The sweep report's paired verdicts (:mod:`mathneuro.report.inference`): an equivalence margin
+    and named families of rows whose decisions are Holm-adjusted (``NAME[:key=value[|value][,...]]``)."""
+
+    margin: Optional[float] = None
+    families: list[str] = field(default_factory=list)
+
+
+#: The grammar of one ``report.families`` entry (parsed by mathneuro.report.inference.parse_family).
+FAMILY_SPEC = re.compile(r"^[\w.\-]+(:[\w./\-]+=[^,=]+(,[\w./\-]+=[^,=]+)*)?$")
+
+
+@dataclass
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     task: DatasetConfig = field(default_factory=DatasetConfig)
@@ -85,6 +99,7 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
     top_k: float = 0.05
     num_samples: int = 500
     bootstrap: bool = True
@@ -135,6 +150,11 @@ def _check(cfg: Any) -> None:
     _allowed("logger.mode", cfg.logger.mode, WANDB_MODES)
     if not cfg.logger.init_timeout > 0:
         raise ConfigError(f"logger.init_timeout: must be > 0 seconds, got {cfg.logger.init_timeout!r}")
+    if cfg.report.margin is not None and not cfg.report.margin > 0:
+        raise ConfigError(f"report.margin: must be > 0, got {cfg.report.margin}")
+    for spec in cfg.report.families:
+        if not FAMILY_SPEC.match(str(spec).strip()):
+            raise ConfigError(f"report.families: {spec!r} is not NAME or NAME:key=value[|value][,key=value...]")
     cfg.task.validate("task")
     cfg.filter.validate("filter")
     for name, dataset in (cfg.filters or {}).items():

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mathneuro.report import log_report_to_wandb, plot_overlap_heatmap, write_report
+from mathneuro.report.inference import parse_family
 from mathneuro.report.overlap import (
     count_entries,
     count_selected,
@@ -37,6 +38,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="output directory (default: <sweep_dir>/report)")
     parser.add_argument("--metric", action="append", default=None,
                         help="metric to tabulate and plot, e.g. math/gsm8k/exact_match (repeatable; default: all)")
+    parser.add_argument("--margin", type=float, default=None,
+                        help="equivalence margin of paired.csv's verdicts, e.g. 0.03 (+-3 points of accuracy)")
+    parser.add_argument("--family", action="append", default=[],
+                        help="a named family of paired rows whose decisions are Holm-adjusted: NAME or "
+                             "NAME:key=value[|value][,key=value], e.g. as_random:reference=random,side=nonmath "
+                             "(repeatable; a row joins the first family it matches)")
     parser.add_argument("--wandb-project", default=None, help="also log figures and tables to this W&B project")
     parser.add_argument("--wandb-mode", default=None, choices=["online", "offline", "disabled"],
                         help="W&B mode for --wandb-project (default: W&B's own)")
@@ -46,8 +53,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweep = Path(args.sweep_dir)
     if not sweep.is_dir():
         return _error(f"no such directory: {sweep}")
+    if args.margin is not None and not args.margin > 0:
+        return _error(f"--margin: must be > 0, got {args.margin}")
     try:
-        report = write_report(sweep, args.out, metrics=args.metric)
+        for spec in args.family:
+            parse_family(spec)
+    except ValueError as err:
+        return _error(f"--family: {err}")
+    try:
+        report = write_report(sweep, args.out, metrics=args.metric, margin=args.margin, families=args.family)
     except (FileNotFoundError, ValueError) as err:
         return _error(str(err))
     print(f"{len(report['rows'])} complete point(s), {len(report['missing'])} missing or incomplete")

@@ -133,14 +133,16 @@ def _summary_markdown(sweep: Path, rows: list[dict], missing: list[dict], metric
 
 
 def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
-                 metrics: Sequence[str] | None = None) -> dict:
+                 metrics: Sequence[str] | None = None, margin: float | None = None,
+                 families: Sequence[str] = ()) -> dict:
     """Write ``points.csv``, ``summary.md`` and PNG figures for a sweep (default ``<sweep>/report``).
 
     Figures: ``<intervention>_vs_topk.png`` (every metric of the evaluated tasks, math and non-math
     side by side; a group's subtasks only when ``metrics`` names them),
     ``<intervention>_vs_scalar.png`` when several scale factors were run, ``per_layer.png``.
     With per-example records also ``paired.csv`` (:mod:`mathneuro.report.paired`); with selections saved
-    for several draws ``data_efficiency.csv`` and its figure (:mod:`mathneuro.report.efficiency`).
+    for several draws ``data_efficiency.csv`` and its figure (:mod:`mathneuro.report.efficiency`). ``margin`` and
+    ``families``: equivalence verdicts and Holm-adjusted decisions in ``paired.csv`` (:mod:`mathneuro.report.inference`).
     Returns ``{"csv", "markdown", "figures": {name: path}, "rows", "missing", "metrics", "headline_metrics", "comparison",
     "paired", "paired_csv", "paired_notes", "data_efficiency", "data_efficiency_csv"}``.
     Raises FileNotFoundError for a missing dir and ValueError when no complete point exists."""
@@ -165,7 +167,8 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
                      "figures and the comparison table; points.csv, the table of all points and paired.csv have them")
     md = _summary_markdown(sweep, rows, missing, headline, figures, notes, out)
 
-    paired, efficiency = write_paired(complete, out), write_data_efficiency(complete, out)
+    paired = write_paired(complete, out, margin=margin, families=families)
+    efficiency = write_data_efficiency(complete, out)
     figures.update(efficiency["figures"] if efficiency else {})
     md_path = out / "summary.md"
     md_path.write_text(md + "\n" + paired["markdown"] + ("\n" + efficiency["markdown"] if efficiency else ""))
