@@ -6,8 +6,9 @@ where the metric names are exactly those of ``results.json`` after the ``<side>/
 metric. For generation tasks ``answer`` is the filtered / extracted answer of the first filter,
 ``answer,<filter>`` each filter's (lm-eval's ``gsm8k_cot`` has ``strict-match`` and ``flexible-extract``)
 and ``response`` the model's raw generation, so a metric's surprises can be read off the records.
-Metrics whose per-example value is not a number (perplexities, corpus-level scores such as BLEU:
-lm-eval aggregates them from tuples) are left out.
+Metrics whose per-example value is not a number are left out (corpus-level scores such as BLEU), except a
+pair of numbers, kept as ``[a, b]``: a perplexity's ``(loglikelihood, words)``, from which the paired
+analysis computes the ratio of sums (:mod:`mathneuro.report.inference`).
 Files: ``<dir>/<task>.jsonl``, one per evaluated task (each subtask of a group its own); a group
 also gets its pooled records (:func:`pooled_records`: every subtask's, tagged with ``subtask``), so
 that a group of many small subtasks (MMLU, a few questions per subject) can be compared as a whole.
@@ -41,6 +42,15 @@ def _number(value: Any) -> float | None:
     return None
 
 
+def _pair(value: Any) -> list[float] | None:
+    """``[a, b]`` of a 2-tuple of numbers (a perplexity's log-likelihood and count), else None."""
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        numbers = [_number(v) for v in value]
+        if all(v is not None for v in numbers):
+            return numbers  # type: ignore[return-value]
+    return None
+
+
 def metric_name(metric: str, filter_key: str) -> str:
     """The flat metric name of lm-eval's (metric, filter): ``acc`` for the ``none`` filter, else ``metric,filter``."""
     return metric if filter_key == "none" else f"{metric},{filter_key}"
@@ -55,6 +65,8 @@ def records_from_lm_eval(logged: Iterable[Mapping[str, Any]]) -> list[dict[str, 
         filter_key = str(sample.get("filter", "none"))
         for metric in sample.get("metrics", []):
             value = _number(sample.get(metric))
+            if value is None:
+                value = _pair(sample.get(metric))
             if value is not None:
                 record[metric_name(metric, filter_key)] = value
         resps = sample.get("filtered_resps")
@@ -124,5 +136,5 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
 def column_mean(records: Iterable[Mapping[str, Any]], metric: str) -> float:
     """The mean of one metric over the records that have it (NaN when none do)."""
-    values = [float(r[metric]) for r in records if metric in r]
+    values = [float(r[metric]) for r in records if metric in r and _number(r[metric]) is not None]
     return math.fsum(values) / len(values) if values else float("nan")

@@ -1,0 +1,233 @@
+"""Per-example records committed with the repository, compressed: the layout and its packer.
+
+A study is a folder ``<root>/<study>/`` (``experiments/records/`` in this repository) of files
+``<name>.jsonl.gz``. Line 1 of a file is its header, every further line one evaluated example:
+
+- ``{"kind": "point", "study", "name", "point": {model, task, filter, method, top_k, intervention,
+  scalar, seed, num_samples[, reference, share]}, "metrics", "baseline_metrics", "selection": {counts,
+  fractions, per_layer, per_module}, "objective", "hardware", "timings", "sample_ids_hash",
+  "tasks": {task: side}, "baseline": <name of the baseline file>, "source": <run dir>}``
+- ``{"kind": "baseline", ...}``: the unedited model's records that points name; ``{"kind": "table",
+  ...}``: rows of a table (e.g. ``data_efficiency.csv``), one per line.
+- examples: ``{"task", "doc_id"[, "subtask"], <metric>: number | [number, number], ...}``: numbers
+  only (booleans as 0/1; a pair such as ``[loglikelihood, words]`` for a perplexity). Strings (model
+  answers) are left out; a group's subtask files are left out where the pooled group file holds them.
+
+Files are written with a fixed gzip header (mtime 0, no name) and sorted keys, so packing the same
+run twice gives the same bytes. :func:`pack_sweep` packs a sweep's run dirs (``results.json``,
+``samples/*.jsonl`` and the baseline's samples); :func:`read_study` / :func:`read_tree` read them back.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mathneuro.data import read_jsonl
+from mathneuro.paired import point_records
+from mathneuro.report.sweep import load_results
+from mathneuro.results import SELECTION_FIELDS
+
+SUFFIX = ".jsonl.gz"
+KINDS = ("point", "baseline", "table")
+SELECTION_KEPT = (*SELECTION_FIELDS, "num_parameters_upstream", "per_layer", "per_module")
+HEADER_FIELDS = ("metrics", "baseline_metrics", "objective", "hardware", "timings", "sample_ids_hash")
+
+
+@dataclass
+class Packed:
+    """One packed file: its header and its examples (``{task: {key: {metric: value}}}``, key =
+    ``doc_id`` or ``(subtask, doc_id)``) or, for a table, its rows."""
+
+    name: str
+    header: dict
+    examples: dict[str, dict[Any, dict[str, Any]]] = field(default_factory=dict)
+    rows: list[dict] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return str(self.header.get("kind"))
+
+    @property
+    def point(self) -> dict:
+        return dict(self.header.get("point") or {})
+
+    def task(self, name: str) -> dict[Any, dict[str, Any]] | None:
+        return self.examples.get(name)
+
+
+# ------------------------------------------------------------------------------------ writing
+def _clean(value: Any) -> Any:
+    """A number, a pair of numbers, or None (left out)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return value if math.isfinite(float(value)) else None
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)) for v in value):
+        return [value[0], value[1]]
+    return None
+
+
+def example_line(task: str, record: Mapping[str, Any]) -> dict | None:
+    """The packed line of one ``samples/<task>.jsonl`` record (None without a doc_id)."""
+    if "doc_id" not in record:
+        return None
+    line: dict[str, Any] = {"task": task, "doc_id": int(record["doc_id"])}
+    if "subtask" in record:
+        line["subtask"] = str(record["subtask"])
+    for key, value in record.items():
+        if key in ("doc_id", "subtask", "task") or key.endswith("_stderr"):
+            continue
+        clean = _clean(value)
+        if clean is not None:
+            line[key] = clean
+    return line
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def write_packed(path: str | Path, header: Mapping[str, Any], lines: Iterable[Mapping[str, Any]]) -> Path:
+    """Write one packed file atomically, byte-for-byte reproducible."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = "".join(_dumps(x) + "\n" for x in [header, *lines]).encode("utf-8")
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with tmp.open("wb") as fh, gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0, compresslevel=9) as gz:
+        gz.write(raw)
+    tmp.replace(path)
+    return path
+
+
+def _safe(text: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9._+-]+", "-", str(text)).strip("-") or "none"
+
+
+def point_name(point: Mapping[str, Any]) -> str:
+    """The file stem of a point: method (and whose counts a random point copies), filter, K,
+    intervention and s, N and seed, e.g. ``random-wanda__race__k0.15__prune0__n100__seed3``."""
+    method = _safe(point.get("method"))
+    if point.get("reference") not in (None, "", "mathneuro"):
+        method += f"-{_safe(point['reference'])}"
+    parts = [method, _safe(point.get("filter")), f"k{_safe(point.get('top_k'))}",
+             f"{_safe(point.get('intervention'))}{_safe(point.get('scalar'))}", f"n{_safe(point.get('num_samples'))}",
+             f"seed{_safe(point.get('seed'))}"]
+    return "__".join(parts)
+
+
+def _sample_lines(folder: Path, tasks: Iterable[str]) -> list[dict]:
+    """Every example of the tasks' files under ``folder``; a subtask whose examples the pooled group
+    file already holds (``subtask`` field) is left out."""
+    found = {t: folder / f"{t.replace('/', '_')}.jsonl" for t in tasks}
+    records = {t: read_jsonl(p, "samples") for t, p in sorted(found.items()) if p.is_file()}
+    pooled = {str(r["subtask"]) for rs in records.values() for r in rs if "subtask" in r}
+    lines = []
+    for task, rows in records.items():
+        if task in pooled:
+            continue
+        lines += [line for line in (example_line(task, r) for r in rows) if line is not None]
+    return lines
+
+
+def _header(kind: str, study: str, name: str, **fields: Any) -> dict:
+    return {"kind": kind, "study": study, "name": name, **{k: v for k, v in fields.items() if v is not None}}
+
+
+def pack_sweep(sources: str | Path | Iterable[str | Path], out_dir: str | Path, *, study: str) -> list[Path]:
+    """Pack every complete point with per-example records of the sweep(s) into ``out_dir`` (the
+    study's folder): one file per point and one per distinct baseline (named by its content)."""
+    sources = [sources] if isinstance(sources, (str, Path)) else list(sources)
+    out = Path(out_dir)
+    written: list[Path] = []
+    fresh: set[str] = set()
+    baselines: dict[Path, str] = {}
+    for source in sources:
+        complete, _missing = load_results(source)
+        for result in sorted(complete, key=lambda r: str(r.get("_job"))):
+            recs = point_records(result)
+            if recs is None:
+                continue
+            base_name = None
+            if recs.baseline_dir is not None and recs.baseline_dir.is_dir():
+                key = recs.baseline_dir.resolve()
+                if key not in baselines:
+                    lines = _sample_lines(recs.baseline_dir, recs.tasks)
+                    digest = hashlib.sha1("".join(_dumps(x) for x in lines).encode()).hexdigest()[:10]
+                    baselines[key] = f"baseline-{digest}"
+                    point = result.get("point") or {}
+                    header = _header("baseline", study, baselines[key], point={"model": point.get("model")},
+                                     metrics=result.get("baseline_metrics"), hardware=result.get("hardware"),
+                                     tasks=recs.tasks, source=recs.baseline_dir.name)
+                    written.append(write_packed(out / f"{baselines[key]}{SUFFIX}", header, lines))
+                base_name = baselines[key]
+            name = point_name(result.get("point") or {})
+            if name in fresh:  # two runs of one point in these sources: keep both, apart
+                name = f"{name}__{_safe(result.get('_job'))}"
+            fresh.add(name)
+            selection = {k: v for k, v in (result.get("selection") or {}).items() if k in SELECTION_KEPT}
+            header = _header("point", study, name, point=result.get("point"), selection=selection,
+                             tasks=recs.tasks, baseline=base_name, source=str(result.get("_job")),
+                             **{k: result.get(k) for k in HEADER_FIELDS})
+            written.append(write_packed(out / f"{name}{SUFFIX}", header, _sample_lines(recs.samples_dir, recs.tasks)))
+    return written
+
+
+def _number(text: str) -> Any:
+    try:
+        value = float(text)
+    except ValueError:
+        return text if text != "" else None
+    return int(value) if value.is_integer() and re.fullmatch(r"-?\d+", text.strip()) else value
+
+
+def pack_table(csv_path: str | Path, out_dir: str | Path, *, study: str, name: str) -> Path:
+    """Pack a CSV table (e.g. ``data_efficiency.csv``) as a ``table`` file: one line per row."""
+    with Path(csv_path).open(newline="") as fh:
+        rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+    header = _header("table", study, name, source=Path(csv_path).name)
+    return write_packed(Path(out_dir) / f"{_safe(name)}{SUFFIX}", header, rows)
+
+
+# ------------------------------------------------------------------------------------ reading
+def read_packed(path: str | Path) -> Packed:
+    """One packed file."""
+    path = Path(path)
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        lines = [json.loads(line) for line in fh if line.strip()]
+    if not lines or lines[0].get("kind") not in KINDS:
+        raise ValueError(f"{path}: not a packed records file (its first line is no header of kind {KINDS})")
+    header, body = lines[0], lines[1:]
+    packed = Packed(str(header.get("name") or path.name[: -len(SUFFIX)]), header)
+    if packed.kind == "table":
+        packed.rows = body
+        return packed
+    for line in body:
+        task = str(line.pop("task"))
+        doc = int(line.pop("doc_id"))
+        key = (str(line.pop("subtask")), doc) if "subtask" in line else doc
+        packed.examples.setdefault(task, {})[key] = line
+    return packed
+
+
+def read_study(folder: str | Path) -> list[Packed]:
+    """Every packed file of one study folder, by name."""
+    return [read_packed(p) for p in sorted(Path(folder).glob(f"*{SUFFIX}"))]
+
+
+def read_tree(root: str | Path) -> dict[str, list[Packed]]:
+    """``{study: [Packed, ...]}`` of every study folder under ``root`` (empty when there is none)."""
+    root = Path(root)
+    if not root.is_dir():
+        return {}
+    return {d.name: read_study(d) for d in sorted(root.iterdir()) if d.is_dir() and any(d.glob(f"*{SUFFIX}"))}

@@ -1,0 +1,92 @@
+"""mathneuro.report.records and experiments/pack_records.py: a sweep's run dirs packed into the
+committed layout and read back, byte-for-byte reproducibly."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from mathneuro.evaluation.samples import pooled_records, records_from_lm_eval, write_records
+from mathneuro.report import records
+from tests.conftest import load_experiment
+from tests.test_paired import GSM, RACE, lose, write_point, write_samples
+
+
+@pytest.fixture
+def sweep(tmp_path: Path) -> Path:
+    root = tmp_path / "sweep"
+    write_samples(root / "baseline_samples", GSM, RACE)
+    write_point(root, "0", "mathneuro", 0, {"gsm": lose(GSM, 10), "race": lose(RACE, 2)})
+    write_point(root, "1", "random", 0, {"gsm": lose(GSM, 1), "race": RACE})
+    write_point(root, "2", "random", 0, {"gsm": lose(GSM, 3), "race": RACE}, reference="wanda")
+    write_point(root, "3", "wanda", 0, None)  # no records: not packed
+    return root
+
+
+def test_a_sweep_packs_into_one_file_per_point_and_one_baseline(sweep: Path, tmp_path: Path) -> None:
+    out = tmp_path / "records" / "prune"
+    written = records.pack_sweep(sweep, out, study="prune")
+    names = sorted(p.name for p in written)
+    assert len(names) == 4 and sum(n.startswith("baseline-") for n in names) == 1
+    assert "mathneuro__race__k0.05__prune0.0__n10__seed0.jsonl.gz" in names
+    assert "random-wanda__race__k0.05__prune0.0__n10__seed0.jsonl.gz" in names
+    study = {p.name: p for p in records.read_study(out)}
+    m = study["mathneuro__race__k0.05__prune0.0__n10__seed0"]
+    assert m.kind == "point" and m.point["method"] == "mathneuro" and m.header["study"] == "prune"
+    assert m.header["baseline"] in study and study[m.header["baseline"]].kind == "baseline"
+    gsm = m.task("gsm8k")
+    assert len(gsm) == 30 and sum(v["exact_match,strict-match"] for v in gsm.values()) == sum(GSM) - 10
+    assert all("answer" not in v for v in gsm.values())  # strings are left out
+    base = study[m.header["baseline"]].task("race")
+    assert sum(v["acc"] for v in base.values()) == sum(RACE)
+    again = records.pack_sweep(sweep, tmp_path / "again" / "prune", study="prune")
+    assert [p.read_bytes() for p in sorted(written)] == [p.read_bytes() for p in sorted(again)]  # reproducible
+    assert records.read_tree(tmp_path / "records").keys() == {"prune"}
+
+
+def test_pooled_group_records_replace_their_subtask_files(tmp_path: Path) -> None:
+    by_subtask = {"mmlu_a": [{"doc_id": 0, "acc": 1.0}], "mmlu_b": [{"doc_id": 0, "acc": 0.0}]}
+    folder = tmp_path / "samples"
+    for name, rows in by_subtask.items():
+        write_records(folder, name, rows)
+    write_records(folder, "mmlu", pooled_records(by_subtask))
+    lines = records._sample_lines(folder, ["mmlu", "mmlu_a", "mmlu_b"])
+    assert {(x["task"], x.get("subtask"), x["doc_id"]) for x in lines} == {("mmlu", "mmlu_a", 0), ("mmlu", "mmlu_b", 0)}
+    path = records.write_packed(tmp_path / "p.jsonl.gz", {"kind": "point", "name": "p", "point": {}}, lines)
+    packed = records.read_packed(path)
+    assert packed.task("mmlu") == {("mmlu_a", 0): {"acc": 1.0}, ("mmlu_b", 0): {"acc": 0.0}}
+
+
+def test_perplexity_pairs_survive_from_lm_eval_to_the_packed_file(tmp_path: Path) -> None:
+    logged = [{"doc_id": 0, "filter": "none", "metrics": ["word_perplexity", "bits_per_byte"],
+               "word_perplexity": (-120.5, 40), "bits_per_byte": (-120.5, 200)}]
+    (record,) = records_from_lm_eval(logged)
+    assert record == {"doc_id": 0, "word_perplexity": [-120.5, 40.0], "bits_per_byte": [-120.5, 200.0]}
+    line = records.example_line("wikitext_local", {**record, "answer": "x", "flag": True})
+    assert line == {"task": "wikitext_local", "doc_id": 0, "word_perplexity": [-120.5, 40.0],
+                    "bits_per_byte": [-120.5, 200.0], "flag": 1}
+
+
+def test_tables_and_bad_files(tmp_path: Path) -> None:
+    csv_path = tmp_path / "data_efficiency.csv"
+    csv_path.write_text("model,num_samples,a_in_b_mean,note\nq,1,0.25,\nq,100,0.9,x\n")
+    packed = records.read_packed(records.pack_table(csv_path, tmp_path / "r", study="eff", name="q_mmlu"))
+    assert packed.kind == "table" and packed.rows == [
+        {"model": "q", "num_samples": 1, "a_in_b_mean": 0.25, "note": None},
+        {"model": "q", "num_samples": 100, "a_in_b_mean": 0.9, "note": "x"}]
+    bad = tmp_path / "bad.jsonl.gz"
+    with gzip.open(bad, "wt") as fh:
+        fh.write(json.dumps({"doc_id": 1}) + "\n")
+    with pytest.raises(ValueError, match="not a packed records file"):
+        records.read_packed(bad)
+
+
+def test_the_packer_script(sweep: Path, tmp_path: Path, capsys) -> None:
+    pack = load_experiment("pack_records")
+    assert pack.main(["--study", "prune", "--out", str(tmp_path / "rec"), str(sweep)]) == 0
+    assert "4 file(s)" in capsys.readouterr().out
+    assert pack.main(["--study", "prune", "--out", str(tmp_path / "rec"), str(tmp_path / "nope")]) == 2
+    assert pack.main(["--study", "x", "--table", str(tmp_path / "t.csv")]) == 2  # --table needs --name
