@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-unit test-integration test-slow lint bench run clean
+.PHONY: install test test-unit test-integration test-slow lint bench claims run clean
 
 install: $(STAMP)
 
@@ -33,6 +33,9 @@ lint: install
 
 bench: install
 	$(PY) experiments/bench_identification.py
+
+claims: install  # experiments/README.md's claims table, rebuilt from experiments/records (ANALYSIS_PLAN.md)
+	$(PY) experiments/claims.py --write
 
 run: install
 	$(PY) -m mathneuro

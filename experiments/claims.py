@@ -1,0 +1,397 @@
+"""The claims table of experiments/README.md, rebuilt from the committed records (ANALYSIS_PLAN.md).
+
+    .venv/bin/python experiments/claims.py            # print the section
+    .venv/bin/python experiments/claims.py --write    # write it into the README (make claims)
+    .venv/bin/python experiments/claims.py --check    # exit 1 if the README differs
+
+Reads only ``experiments/records/<study>/*.jsonl.gz`` (packed by experiments/pack_records.py). Every
+test below is one of ANALYSIS_PLAN.md §5, with its family (§6); the statistics are
+:mod:`mathneuro.report.inference` and :mod:`mathneuro.report.claims`. A claim whose records are
+not committed yet says "not run".
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mathneuro.report.claims import NOT_RUN, Test, claim_verdict, evaluate, part_status
+from mathneuro.report.records import Packed, read_tree
+
+HERE = Path(__file__).resolve().parent
+RECORDS, README = HERE / "records", HERE / "README.md"
+BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
+RESAMPLES = 10_000
+MODEL = "qwen2_5_coder_1_5b"
+GSM8K, MMLU, RACE = ("gsm8k_cot", "gsm8k_cot_local"), ("mmlu",), ("race", "race_local")
+STRICT = "exact_match,strict-match"
+#: Upstream parameter counts, tied embeddings counted once, and decoder blocks (ANALYSIS_PLAN.md §5.4).
+UPSTREAM = {"qwen2_5_coder_1_5b": (1_543_714_304, 28), "qwen2_5_coder_0_5b": (494_032_768, 24)}
+#: Minimum examples per comparison (ANALYSIS_PLAN.md §3).
+MIN_N = {"gsm8k_cot": 300, "mmlu": 570, "race": 300, "math500_local": 500, "mathqa_local": 500, "egsm_local": 300,
+         "hellaswag_local": 500, "piqa_local": 500, "winogrande_local": 500, "mutual_local": 500,
+         "wikitext_local": 62}
+CLAIMS = (  # id, statement, parts (in order), margin text
+    ("1", "Pruning M (K ≤ 15 %) drives GSM8K to about 0; RACE / MMLU drop about as much as random pruning",
+     ("math", "non-math"), "non-math ±0.05; 'about 0' = below 0.10 × unedited"),
+    ("2a", "Wanda pruning hurts math and non-math alike", ("math", "non-math"), "— (direction)"),
+    ("2b", "LAPE is inconsistent", (), "—"),
+    ("3", "Scaling M (K = 5 %, s = 1.1) raises GSM8K by 4–17 % and MATH by 5–35 % (relative), non-math unchanged",
+     ("math", "non-math"), "non-math ±0.03; gain below 4 % / 5 % contradicts"),
+    ("4", "M is about 1.5–1.8 % of all parameters (K = 15 %), spread fairly evenly over decoder blocks",
+     ("share", "spread"), "share in [1.2, 2.1] %; blocks in [0.5, 2] × even"),
+    ("5", "One sample finds most of M; overlap grows with N (70–80 % at 1, 95 %+ at 100)", ("overlap",),
+     "≥ 0.65 at N = 1, ≥ 0.90 at N = 100"),
+    ("6", "M found on GSM8K destroys MATH, MathQA, EGSM; leaves HellaSwag, PIQA, WinoGrande, WikiText, MuTual "
+          "about as random pruning does", ("math", "non-math"), "non-math ±0.05 (WikiText ±10 % perplexity)"),
+)
+NOT_TESTABLE = {"2b": "'inconsistent' is across models and tasks; one model family is run (ANALYSIS_PLAN.md §10); "
+                      "LAPE's numbers: tests 2bctx"}
+
+
+def _t(id_: str, group: str, claim: str, part: str, title: str, study: str, select: Mapping[str, Any],
+       reference: str, tasks: Sequence[str], metric: str, rule: str, **kw: Any) -> Test:
+    return Test(id=id_, group=group, claim=claim, part=part, title=title, study=study,
+                select=tuple(sorted({"model": MODEL, **select}.items())), reference=reference, tasks=tuple(tasks),
+                metric=metric, rule=rule, min_n=kw.pop("min_n", MIN_N.get(tasks[0], 1)), **kw)
+
+
+def plan_tests(best: tuple[float, float] | None = None) -> list[Test]:
+    """Every test of ANALYSIS_PLAN.md §5 (the searched best scaling point's tests when ``best`` is known)."""
+    tests: list[Test] = []
+    prune = {"intervention": "prune"}
+    for k in (0.05, 0.15):
+        for filt in ("race", "mmlu"):
+            cond, sel = f"K = {k:g}, {filt} filter", {**prune, "top_k": k, "filter": filt}
+            c = f"[K{k:g} {filt}]"
+            m = {**sel, "method": "mathneuro"}
+            tests += [
+                _t(f"1a{c}", "1a", "1", "math", f"M − random, GSM8K, {cond}", "prune", m, "random", GSM8K, STRICT,
+                   "direction", expect="lower", family="F1-math"),
+                _t(f"1b{c}", "1b", "1", "math", f"M's GSM8K accuracy vs 0.10 × unedited, {cond}", "prune", m,
+                   "baseline", GSM8K, STRICT, "proportion", factor=0.10, family="F1-math"),
+                _t(f"1c{c}", "1c", "1", "non-math", f"M − random, RACE-high, {cond}", "prune", m, "random", RACE, "acc",
+                   "equivalence", margin=0.05, family="F1-nonmath"),
+                _t(f"1d{c}", "1d", "1", "non-math", f"M − random, MMLU, {cond}", "prune", m, "random", MMLU, "acc",
+                   "equivalence", margin=0.05, family="F1-nonmath"),
+            ]
+            for who in ("mathneuro", "random"):
+                for name, tasks, metric in (("GSM8K", GSM8K, STRICT), ("RACE-high", RACE, "acc"), ("MMLU", MMLU, "acc")):
+                    label = "M" if who == "mathneuro" else "random"
+                    tests.append(_t(f"1ctx{c} {label} {name}", "1ctx", "1", "", f"{label} − unedited, {name}, {cond}",
+                                    "prune", {**sel, "method": who}, "baseline", tasks, metric, "context",
+                                    role="context"))
+    wsel = {**prune, "top_k": 0.15, "filter": "race"}
+    for name, tasks, metric, part in (("GSM8K", GSM8K, STRICT, "math"), ("RACE-high", RACE, "acc", "non-math"),
+                                      ("MMLU", MMLU, "acc", "non-math")):
+        tests.append(_t(f"2a {name}", "2a", "2a", part, f"Wanda − unedited, {name}", "prune",
+                        {**wsel, "method": "wanda"}, "baseline", tasks, metric, "direction", expect="lower",
+                        family="F2-wanda"))
+        tests.append(_t(f"2s {name}", "2s", "2a", part, f"Wanda − random at Wanda's size, {name}", "prune",
+                        {**wsel, "method": "wanda"}, "random(wanda)", tasks, metric, "direction", expect="lower",
+                        family="F2-size", role="secondary"))
+        for ref in ("baseline", "random_neurons"):
+            tests.append(_t(f"2bctx {ref} {name}", "2bctx", "2b", "", f"LAPE − {ref.replace('baseline', 'unedited')}, "
+                            f"{name}", "prune", {**wsel, "method": "lape"}, ref, tasks, metric, "context", role="context"))
+    tests += _scaling_tests(best)
+    tests += _generalisation_tests()
+    return tests
+
+
+def _scaling_tests(best: tuple[float, float] | None) -> list[Test]:
+    base = {"intervention": "scale", "filter": "mmlu"}
+    m = {**base, "method": "mathneuro", "top_k": 0.05, "scalar": 1.1}
+    math_tasks = (("GSM8K", GSM8K, STRICT, 0.04), ("MATH-500", ("math500_local",), "math_verify", 0.05))
+    tests = [_t(f"3{g} {name}", f"3{g}", "3", "math", f"M (s = 1.1) − unedited, {name}", "scale", m, "baseline", tasks,
+                metric, "gain", expect="higher", factor=factor, family="F3-math")
+             for g, (name, tasks, metric, factor) in zip("ab", math_tasks, strict=True)]
+    tests += [_t(f"3{g} {name}", f"3{g}", "3", "non-math", f"M (s = 1.1) − unedited, {name}", "scale", m, "baseline",
+                 tasks, "acc", "equivalence", margin=0.03, family="F3-nonmath")
+              for g, (name, tasks) in zip("cd", (("MMLU", MMLU), ("RACE-high", RACE)), strict=True)]
+    tests += [_t(f"3r {name}", "3r", "3", "math", f"M (s = 1.1) − random scaling, {name}", "scale", m, "random", tasks,
+                 metric, "direction", expect="higher", family="F3-random", role="secondary")
+              for name, tasks, metric, _ in math_tasks]
+    if best is not None:
+        k, s = best
+        mb = {**base, "method": "mathneuro", "top_k": k, "scalar": s}
+        tests += [_t(f"3s {ref} {name}", "3s", "3", "math", f"M (K = {k:g}, s = {s:g}) − {ref.replace('baseline', 'unedited')}"
+                     f", {name}", "scale", mb, ref, tasks, metric, "direction", expect="higher", family="F3-search",
+                     role="secondary")
+                  for ref in ("baseline", "random") for name, tasks, metric, _ in math_tasks]
+    return tests
+
+
+def _generalisation_tests() -> list[Test]:
+    m = {"intervention": "prune", "method": "mathneuro", "top_k": 0.15, "filter": "mmlu"}
+    maths = (("MATH-500", "math500_local", "math_verify", 0.0), ("MathQA", "mathqa_local", "acc", 0.2),
+             ("EGSM", "egsm_local", "exact_match", 0.0))
+    tests = [_t(f"6{g} {name}", f"6{g}", "6", "math", f"M − random, {name}", "generalisation", m, "random", (task,),
+                metric, "direction", expect="lower", family="F6-math")
+             for g, (name, task, metric, _) in zip("abc", maths, strict=True)]
+    tests += [_t(f"6{g} {name}", f"6{g}", "6", "math", f"M − unedited vs −0.5 × (unedited − chance), {name}",
+                 "generalisation", m, "baseline", (task,), metric, "threshold", factor=-0.5, chance=chance,
+                 family="F6-math")
+              for g, (name, task, metric, chance) in zip("def", maths, strict=True)]
+    nonmath = (("HellaSwag", "hellaswag_local", "acc_norm"), ("PIQA", "piqa_local", "acc_norm"),
+               ("WinoGrande", "winogrande_local", "acc"), ("MuTual", "mutual_local", "r@1"))
+    tests += [_t(f"6{g} {name}", f"6{g}", "6", "non-math", f"M − random, {name}", "generalisation", m, "random", (task,),
+                 metric, "equivalence", margin=0.05, family="F6-nonmath")
+              for g, (name, task, metric) in zip("ghij", nonmath, strict=True)]
+    tests.append(_t("6k WikiText-2", "6k", "6", "non-math", "M vs random, WikiText-2 log word-perplexity ratio",
+                    "generalisation", m, "random", ("wikitext_local",), "word_perplexity", "equivalence",
+                    margin=math.log(1.10), family="F6-nonmath"))
+    return tests
+
+
+# ------------------------------------------------------------------------------- the scaling search
+def search_trace(tree: Mapping[str, Sequence[Packed]]) -> tuple[list[dict], tuple[float, float] | None]:
+    """The grid's points (K, s, validation scores, objective) and the best (K*, s*): the largest
+    objective, ties to the smaller K, then the smaller s (ANALYSIS_PLAN.md §8)."""
+    rows = []
+    for packed in tree.get("scale_search") or []:
+        point, metrics = packed.point, packed.header.get("metrics") or {}
+        if packed.kind != "point" or point.get("intervention") != "scale":
+            continue
+        base = packed.header.get("baseline_metrics") or {}
+        gsm = next((k for k in metrics if k.startswith("math/") and k.endswith(STRICT)), None)
+        mmlu = next((k for k in metrics if k.startswith("nonmath/") and k.endswith("/acc")), None)
+        rows.append({"top_k": float(point["top_k"]), "scalar": float(point["scalar"]),
+                     "math": metrics.get(gsm), "math_base": base.get(gsm), "nonmath": metrics.get(mmlu),
+                     "nonmath_base": base.get(mmlu), "objective": packed.header.get("objective")})
+    rows.sort(key=lambda r: (r["top_k"], r["scalar"]))
+    scored = [r for r in rows if isinstance(r["objective"], (int, float)) and math.isfinite(r["objective"])]
+    if not scored:
+        return rows, None
+    best = max(scored, key=lambda r: (r["objective"], -r["top_k"], -r["scalar"]))
+    return rows, (best["top_k"], best["scalar"])
+
+
+# -------------------------------------------------------------------------- claims 4 and 5 (rules)
+def claim4(tree: Mapping[str, Sequence[Packed]]) -> dict:
+    """M's share of the upstream parameters and its spread over blocks, per draw and filter (§5.4)."""
+    draws: dict[str, list[dict]] = {}
+    for packed in tree.get("prune") or []:
+        p = packed.point
+        if packed.kind != "point" or p.get("method") != "mathneuro" or p.get("model") != MODEL \
+                or not math.isclose(float(p.get("top_k") or 0), 0.15):
+            continue
+        sel = packed.header.get("selection") or {}
+        upstream, blocks = UPSTREAM[MODEL]
+        recorded = sel.get("num_parameters_upstream")
+        if recorded is not None and int(recorded) != upstream:
+            return {"status": f"not judged: a record's upstream count {recorded} differs from the plan's {upstream}"}
+        edited = sel.get("num_weights_edited", sel.get("num_selected"))
+        layers = {int(k): float(v) for k, v in (sel.get("per_layer") or {}).items() if str(k).isdigit()}
+        total = sum(layers.values())
+        if edited is None or not total:
+            continue
+        shares = [layers.get(b, 0.0) / total * blocks for b in range(blocks)]  # 1.0 = the even share
+        draws.setdefault(str(p.get("filter")), []).append({
+            "seed": p.get("seed"), "upstream": edited / upstream, "loaded": edited / float(sel.get("num_parameters") or math.nan),
+            "low": min(shares), "high": max(shares)})
+    if not draws:
+        return {"status": NOT_RUN, "parts": {"share": NOT_RUN, "spread": NOT_RUN}, "draws": {}}
+    inside = [lo_ok for rows in draws.values() for lo_ok in (0.012 <= r["upstream"] <= 0.021 for r in rows)]
+    outside_filter = any(all(not 0.012 <= r["upstream"] <= 0.021 for r in rows) for rows in draws.values())
+    share = "supported" if all(inside) else "contradicted" if outside_filter else "inconclusive"
+    rows = [r for rs in draws.values() for r in rs]
+    spread = ("supported" if all(0.5 <= r["low"] and r["high"] <= 2 for r in rows) else
+              "contradicted" if any(r["low"] < 0.25 or r["high"] > 4 for r in rows) else "inconclusive")
+    return {"status": "ok", "parts": {"share": share, "spread": spread}, "draws": draws}
+
+
+def claim5(tree: Mapping[str, Sequence[Packed]]) -> dict:
+    """The share of one draw's M in another's at N = 1, 10, 100 (K = 15 %, MMLU filter; §5.5)."""
+    at: dict[int, dict] = {}
+    for packed in tree.get("data_efficiency") or []:
+        for row in packed.rows:
+            if row.get("model") == MODEL and row.get("filter") == "mmlu" and math.isclose(float(row.get("top_k") or 0), 0.15):
+                at[int(row["num_samples"])] = row
+    if not all(n in at for n in (1, 10, 100)):
+        return {"status": NOT_RUN, "parts": {"overlap": NOT_RUN}, "at": at}
+    share = [float(at[n]["a_in_b_mean"]) for n in (1, 10, 100)]
+    grows = share[0] <= share[1] <= share[2]
+    status = ("supported" if share[0] >= 0.65 and share[2] >= 0.90 and grows else
+              "contradicted" if share[0] < 0.65 or share[2] < 0.90 else "inconclusive")
+    return {"status": "ok", "parts": {"overlap": status}, "at": at, "share": share}
+
+
+# ------------------------------------------------------------------------------------------ output
+def _f(x: float | None, signed: bool = True) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def _estimate(row: dict) -> str:
+    signed = row["test"].rule != "proportion"
+    lo, hi = row["ci95"]
+    return f"{_f(row['estimate'], signed)} [{_f(lo, signed)}, {_f(hi, signed)}]"
+
+
+def _key_numbers(rows: Sequence[dict]) -> str:
+    """Per primary test group: the estimate with its 95 % interval, or the lowest and highest over conditions."""
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        if row["test"].role == "primary" and row["status"] == "ok":
+            groups.setdefault(row["test"].group, []).append(row)
+    parts = []
+    for group, members in groups.items():
+        members = sorted(members, key=lambda r: r["estimate"])
+        text = _estimate(members[0]) if len(members) == 1 else f"{_estimate(members[0])} … {_estimate(members[-1])}"
+        parts.append(f"{group}: {text}")
+    return "; ".join(parts) or "—"
+
+
+def _claim_rows(rows: Sequence[dict], c4: dict, c5: dict) -> list[str]:
+    out = ["| claim | parts (Holm-adjusted) | key numbers: estimate [95 %] | margin / threshold | verdict (unadjusted) "
+           "| Holm-adjusted decision |", "|---|---|---|---|---|---|"]
+    for cid, statement, parts, margin in CLAIMS:
+        mine = [r for r in rows if r["test"].claim == cid]
+        if cid in NOT_TESTABLE:
+            verdict = adjusted = "not testable here"
+            shown, numbers = NOT_TESTABLE[cid], "—"
+        elif cid in ("4", "5"):
+            info = c4 if cid == "4" else c5
+            statuses = list(info.get("parts", {}).values()) or [NOT_RUN]
+            verdict = claim_verdict(statuses) if info["status"] in ("ok", NOT_RUN) else info["status"]
+            adjusted = f"{verdict} (descriptive rule, no test)"
+            shown = ", ".join(f"{p}: {s}" for p, s in info.get("parts", {}).items()) or "—"
+            numbers = _claim4_numbers(c4) if cid == "4" else _claim5_numbers(c5)
+        else:
+            per_part = {p: [r for r in mine if r["test"].part == p] for p in parts}
+            verdict = claim_verdict([part_status(v, adjusted=False) for v in per_part.values()])
+            adjusted = claim_verdict([part_status(v) for v in per_part.values()])
+            shown = ", ".join(f"{p}: {part_status(v)}" for p, v in per_part.items())
+            numbers = _key_numbers(mine)
+        out.append(f"| {cid}. {statement} | {shown} | {numbers} | {margin} | {verdict} | **{adjusted}** |")
+    return out
+
+
+def _claim4_numbers(c4: dict) -> str:
+    draws = c4.get("draws") or {}
+    if not draws:
+        return c4.get("status") if c4.get("status") not in ("ok", NOT_RUN) else "—"
+    parts = []
+    for filt, rows in sorted(draws.items()):
+        up = [r["upstream"] * 100 for r in rows]
+        loaded = [r["loaded"] * 100 for r in rows]
+        parts.append(f"{filt} filter, {len(rows)} draws: {min(up):.2f}–{max(up):.2f} % of upstream "
+                     f"({min(loaded):.2f}–{max(loaded):.2f} % of loaded); blocks "
+                     f"{min(r['low'] for r in rows):.2f}–{max(r['high'] for r in rows):.2f} × even")
+    return "; ".join(parts)
+
+
+def _claim5_numbers(c5: dict) -> str:
+    at = c5.get("at") or {}
+    if not all(n in at for n in (1, 10, 100)):
+        return "—"
+    m = " / ".join(f"{float(at[n]['a_in_b_mean']):.2f}" for n in (1, 10, 100))
+    top = " / ".join(f"{float(at[n]['topk_a_in_b_mean']):.2f}" if at[n].get("topk_a_in_b_mean") is not None else "—"
+                     for n in (1, 10, 100))
+    pairs = at[1].get("pairs")
+    return f"M at N = 1 / 10 / 100: {m} ({pairs} pair(s) of draws; data predate the plan); math top-K sets (secondary): {top}"
+
+
+def _p(value: float, resamples: int) -> str:
+    return f"<{1 / resamples:.0e}" if value == 0 else f"{value:.3g}"
+
+
+def _test_rows(rows: Sequence[dict], resamples: int) -> list[str]:
+    out = ["| test | comparison | task / metric | D | n | estimate [95 %] | 90 % | up / down | per draw "
+           "| margin / t | p supports / contradicts | decision | Holm |", "|" + "---|" * 13]
+    for row in rows:
+        t = row["test"]
+        if row["status"] != "ok":
+            out.append(f"| {t.id} | {t.title} | {'/'.join(t.tasks[:1])} / {t.metric} | {row.get('draws', '—')} "
+                       f"| {row.get('n', '—')} | {row['status']} |  |  |  |  |  |  |  |")
+            continue
+        ci90 = f"[{_f(row['ci90'][0])}, {_f(row['ci90'][1])}]" if row.get("ci90") and t.rule == "equivalence" else ""
+        bound = (f"±{t.margin:.3g}" if t.margin is not None else
+                 f"t = {row['threshold']:+.3f}" if row.get("threshold") is not None else "")
+        p = "" if t.rule == "context" else f"{_p(row['p_support'], resamples)} / {_p(row['p_contra'], resamples)}"
+        draws = ", ".join(f"{v:+.3f}" for v in row["draw_diffs"]) if t.rule != "proportion" else ""
+        out.append(f"| {t.id} | {t.title} | {row['task']} / {t.metric} | {row['draws']} | {row['n']} | {_estimate(row)} "
+                   f"| {ci90} | {row['changed_up']} / {row['changed_down']} | {draws} | {bound} | {p} "
+                   f"| {row['decision'] or '—'} | {row['holm'] or '—'} |")
+    return out
+
+
+def _trace_rows(trace: Sequence[dict], best: tuple[float, float] | None) -> list[str]:
+    out = ["| K | s | GSM8K-val (unedited) | MMLU-dev (unedited) | objective |", "|---|---|---|---|---|"]
+    for r in trace:
+        mark = " **best**" if best == (r["top_k"], r["scalar"]) else ""
+        out.append(f"| {r['top_k']:g} | {r['scalar']:g} | {_f(r['math'], False)} ({_f(r['math_base'], False)}) "
+                   f"| {_f(r['nonmath'], False)} ({_f(r['nonmath_base'], False)}) | {_f(r['objective'])}{mark} |")
+    return out
+
+
+def build(root: Path = RECORDS, *, resamples: int = RESAMPLES) -> str:
+    """The README section (between the markers), from the records under ``root``."""
+    tree = read_tree(root)
+    trace, best = search_trace(tree)
+    rows = evaluate(plan_tests(best), tree, resamples=resamples)
+    c4, c5 = claim4(tree), claim5(tree)
+    files = sum(len(v) for v in tree.values())
+    studies = ", ".join(f"`{k}` ({len(v)})" for k, v in tree.items()) or "none"
+    lines = [
+        "### The claims table (generated)", "",
+        f"Generated by `experiments/claims.py` (`make claims`) from {files} committed record file(s) in "
+        f"`experiments/records/` (studies: {studies}) under [ANALYSIS_PLAN.md](ANALYSIS_PLAN.md); do not edit by "
+        f"hand: `tests/test_claims.py` checks that this section is the script's output. Intervals: hierarchical "
+        f"bootstrap over identification draws and examples ({resamples:,} resamples), hulled with Newcombe's "
+        "interval for 0/1 metrics (Wilson's for one proportion; rule of three when nothing changed). Decisions: "
+        "supports / contradicts / inconclusive per the plan's rule; Holm within each family (§6). \"not run\": "
+        "no committed records yet.", "",
+        *_claim_rows(rows, c4, c5), "",
+        "#### Every test (D = draws, n = examples common to every draw; up / down = examples changed each way, "
+        "summed over draws)", "", *_test_rows(rows, resamples), "",
+        "#### The scaling search (ANALYSIS_PLAN.md §8, draw 0, validation data)", "",
+        *(_trace_rows(trace, best) if trace else ["not run: no `scale_search` records committed."]), "",
+    ]
+    return "\n".join(lines)
+
+
+def readme_section(text: str) -> str:
+    """The README's text between the markers (ValueError when they are missing)."""
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{README}: no {BEGIN} ... {END} section")
+    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
+
+
+def write_readme(section: str, path: Path | None = None) -> bool:
+    """Replace the README's section (default: experiments/README.md); True when it changed."""
+    path = README if path is None else path
+    text = path.read_text()
+    head, rest = text.split(BEGIN, 1)
+    new = f"{head}{BEGIN}\n{section}\n{END}{rest.split(END, 1)[1]}"
+    if new != text:
+        path.write_text(new)
+    return new != text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", default=str(RECORDS), help="records root (default: %(default)s)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="write the section into experiments/README.md")
+    mode.add_argument("--check", action="store_true", help="exit 1 if the README's section differs")
+    args = parser.parse_args(argv)
+    section = build(Path(args.records))
+    if args.write:
+        print(f"{'updated' if write_readme(section) else 'unchanged'}: {README}")
+    elif args.check:
+        same = readme_section(README.read_text()) == section.strip("\n")
+        print("README claims section is up to date" if same else "README claims section differs: run make claims")
+        return 0 if same else 1
+    else:
+        print(section)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,256 @@
+"""Claims judged from committed per-example records under a stated plan (experiments/ANALYSIS_PLAN.md).
+
+A :class:`Test` names the edited points of a study (by their point fields, every draw), the reference
+each is paired with in its own draw (the unedited ``baseline``, ``random``, ``random(wanda)`` or
+``random_neurons``), the task and metric, and a rule:
+
+- ``direction``: the 95 % interval of edited - reference excludes 0 (supports: ``expect`` side);
+- ``equivalence``: two one-sided tests within +-``margin`` (the 90 % interval); for a pair metric
+  (``[loglikelihood, words]``) on the log ratio of word perplexities;
+- ``gain``: supports when higher; contradicts when the 95 % interval lies below
+  ``factor x reference accuracy`` (the smallest gain a claim states);
+- ``threshold``: edited - reference against ``t = factor x (reference accuracy - chance)``;
+- ``proportion``: the edited point's own accuracy against ``t = factor x reference accuracy``
+  (Wilson's interval as the floor of the bootstrap's);
+- ``context``: numbers only.
+
+:func:`evaluate` computes every test (hierarchical bootstrap over draws and examples,
+:mod:`mathneuro.report.inference`), Holm-adjusts each family's supporting and contradicting p-values,
+and :func:`part_status` / :func:`claim_verdict` turn decisions into verdicts.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from mathneuro.report import inference as inf
+from mathneuro.report.records import Packed
+
+RULES = ("direction", "equivalence", "gain", "threshold", "proportion", "context")
+SUPPORTS, CONTRADICTS, UNDECIDED = "supports", "contradicts", "inconclusive"
+NOT_RUN = "not run"
+#: Point fields an edited point and its random reference share (the seed too).
+MATCH = ("model", "task", "filter", "intervention", "scalar", "top_k", "num_samples", "seed")
+REFERENCES = {"random": ("random", None), "random(wanda)": ("random", "wanda"), "random_neurons": ("random_neurons", None)}
+_NORMAL = NormalDist()
+
+
+@dataclass(frozen=True)
+class Test:
+    """One comparison of the plan (see the module docstring for ``rule``)."""
+
+    id: str
+    group: str  # e.g. "1a": the plan's test label, shared by its conditions
+    claim: str
+    part: str
+    title: str
+    study: str
+    select: tuple[tuple[str, Any], ...]
+    reference: str
+    tasks: tuple[str, ...]
+    metric: str
+    rule: str
+    expect: str = "lower"
+    margin: float | None = None
+    factor: float = 0.0
+    chance: float = 0.0
+    family: str | None = None
+    role: str = "primary"  # primary | secondary | context
+    min_n: int = 1
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+    return a == b
+
+
+def _is_reference_free(point: Mapping[str, Any]) -> bool:
+    return point.get("reference") in (None, "", "mathneuro")
+
+
+def edited_points(test: Test, study: Sequence[Packed]) -> list[Packed]:
+    """The test's edited points (kind ``point``, every ``select`` field equal), one per draw, by seed."""
+    out = []
+    for packed in study:
+        point = packed.point
+        if packed.kind != "point" or not all(_same(point.get(k), v) for k, v in test.select):
+            continue
+        if "reference" not in dict(test.select) and point.get("method") == "random" and not _is_reference_free(point):
+            continue
+        out.append(packed)
+    seeds = [p.point.get("seed") for p in out]
+    if len(set(map(str, seeds))) != len(seeds):
+        raise ValueError(f"test {test.id}: two records of one draw ({sorted(map(str, seeds))}); pack one run per point")
+    return sorted(out, key=lambda p: int(p.point.get("seed") or 0))
+
+
+def reference_of(test: Test, edited: Packed, study: Sequence[Packed]) -> Packed | None:
+    """The reference ``edited`` is paired with in its own draw."""
+    if test.reference == "baseline":
+        name = edited.header.get("baseline")
+        return next((p for p in study if p.kind == "baseline" and p.name == name), None)
+    method, sized_by = REFERENCES[test.reference]
+    for packed in study:
+        point = packed.point
+        if packed.kind != "point" or point.get("method") != method:
+            continue
+        if (sized_by is None and not _is_reference_free(point)) or (sized_by and point.get("reference") != sized_by):
+            continue
+        if all(_same(point.get(f), edited.point.get(f)) for f in MATCH):
+            return packed
+    return None
+
+
+def _values(records: Mapping[Any, Mapping[str, Any]], metric: str) -> tuple[dict, dict | None]:
+    """``({key: value}, {key: count} or None)``; a pair metric gives (-loglikelihood, count)."""
+    values, counts = {}, {}
+    for key, rec in records.items():
+        value = rec.get(metric)
+        if isinstance(value, list):
+            values[key], counts[key] = -float(value[0]), float(value[1])
+        elif value is not None:
+            values[key] = float(value)
+    return values, (counts or None)
+
+
+def _empty(test: Test, status: str, **extra: Any) -> dict:
+    return {"test": test, "status": status, "decision": None, "holm": None, **extra}
+
+
+def evaluate_test(test: Test, tree: Mapping[str, Sequence[Packed]], *, resamples: int = 10_000,
+                  alpha: float = inf.ALPHA) -> dict:
+    """One test's numbers and unadjusted decision (``status`` "ok", "not run" or "not judged: ...")."""
+    study = tree.get(test.study) or []
+    mine, theirs, counts, task = [], [], None, None
+    for point in edited_points(test, study):
+        ref = reference_of(test, point, study)
+        task = next((t for t in test.tasks if t in point.examples), None)
+        if ref is None or task is None or ref.task(task) is None:
+            continue
+        (a, ca), (b, _) = _values(point.task(task), test.metric), _values(ref.task(task), test.metric)
+        if ca is not None:
+            counts = ca if counts is None else {k: v for k, v in counts.items() if k in ca}
+        mine.append(a)
+        theirs.append(b)
+    if not mine or not any(mine):
+        return _empty(test, NOT_RUN)
+    E, R, keys = inf.paired_arrays(mine, theirs)
+    D, n = E.shape
+    if D < 2:
+        return _empty(test, "not judged: one draw", draws=D, n=n)
+    if n < test.min_n:
+        return _empty(test, f"not judged: n = {n} below the plan's {test.min_n}", draws=D, n=n)
+    seed = [0, zlib.crc32(test.id.encode())]
+    den = None if counts is None else np.broadcast_to(np.array([counts[k] for k in keys]), E.shape)
+    ref_mean = float(R.mean()) if den is None else float("nan")
+    row: dict[str, Any] = {"test": test, "status": "ok", "task": task, "draws": D, "n": n, "ref_mean": ref_mean,
+                           "edited_mean": float(E.mean()) if den is None else float("nan"),
+                           "draw_diffs": (E - R).sum(axis=1) / (n if den is None else den.sum(axis=1)),
+                           "changed_up": int(np.sum(E > R)), "changed_down": int(np.sum(E < R)),
+                           "threshold": None, "decision": None, "holm": None, "p_support": None, "p_contra": None}
+    if test.rule == "proportion":
+        row.update(_proportion(test, E, ref_mean, resamples, seed))
+    else:
+        tests = inf.paired_tests(E, R, resamples=resamples, seed=seed, denominators=den)
+        row["estimate"] = tests.estimate
+        row["ci95"], row["ci90"] = tests.interval(0.95)[:2], tests.interval(1 - 2 * alpha)[:2]
+        row.update(_rule_pvalues(test, tests, ref_mean))
+    if test.rule != "context":
+        row["decision"] = _decide(row["p_support"], row["p_contra"], alpha)
+    return row
+
+
+def _rule_pvalues(test: Test, tests: inf.Tests, ref_mean: float) -> dict:
+    """``p_support`` / ``p_contra`` on the two-sided alpha scale (the 95 % interval; 90 % for equivalence)."""
+    est = tests.estimate
+    if test.rule == "context":
+        return {}
+    if test.rule == "equivalence":
+        p_eq, p_ne = tests.equivalence(float(test.margin))
+        return {"p_support": p_eq, "p_contra": p_ne}
+    if test.rule in ("direction", "gain"):
+        p = tests.difference()
+        up = est > 0 if test.expect == "higher" else est < 0
+        out = {"p_support": p if up else 1.0, "p_contra": 1.0 if up else p}
+        if test.rule == "gain":
+            t = test.factor * ref_mean
+            out.update(threshold=t, p_contra=min(1.0, 2 * tests.less(t)))
+        return out
+    if test.rule == "threshold":
+        t = test.factor * (ref_mean - test.chance)
+        return {"threshold": t, "p_support": min(1.0, 2 * tests.less(t)), "p_contra": min(1.0, 2 * tests.greater(t))}
+    raise ValueError(f"test {test.id}: unknown rule {test.rule!r}; allowed: {', '.join(RULES)}")
+
+
+def _proportion(test: Test, E: np.ndarray, ref_mean: float, resamples: int, seed: list[int]) -> dict:
+    """The edited point's own accuracy against ``t = factor x ref_mean``: bootstrap over draws and
+    examples with Wilson's score interval (on the draw-averaged proportion, n examples) as its floor."""
+    n = E.shape[1]
+    p_hat, t = float(E.mean()), test.factor * ref_mean
+    stats = inf.hierarchical_bootstrap(E, resamples=resamples, seed=seed)
+    z = _NORMAL.inv_cdf(0.975)
+    lo, hi = inf.percentile_interval(stats, 0.95)
+    wl, wh = inf.wilson_interval(p_hat * n, n, z)
+    out = {"estimate": p_hat, "ci95": (min(lo, float(wl)), max(hi, float(wh))), "ci90": None, "threshold": t}
+    if not 0 < t < 1:
+        return {**out, "p_support": 1.0, "p_contra": 1.0}
+    score = (p_hat - t) / math.sqrt(t * (1 - t) / n)
+    below = max(float(np.mean(stats >= t)), _NORMAL.cdf(score))  # evidence that the accuracy is below t
+    above = max(float(np.mean(stats <= t)), 1 - _NORMAL.cdf(score))
+    return {**out, "p_support": min(1.0, 2 * below), "p_contra": min(1.0, 2 * above)}
+
+
+def _decide(p_support: float, p_contra: float, alpha: float) -> str:
+    if p_support <= alpha:
+        return SUPPORTS
+    return CONTRADICTS if p_contra <= alpha else UNDECIDED
+
+
+def evaluate(tests: Iterable[Test], tree: Mapping[str, Sequence[Packed]], *, resamples: int = 10_000,
+             alpha: float = inf.ALPHA) -> list[dict]:
+    """Every test's row; within each family the supporting and the contradicting p-values are
+    Holm-adjusted separately (``holm``: the adjusted decision; None outside families)."""
+    rows = [evaluate_test(t, tree, resamples=resamples, alpha=alpha) for t in tests]
+    families: dict[str, list[dict]] = {}
+    for row in rows:
+        if row["status"] == "ok" and row["test"].family and row["test"].rule != "context":
+            families.setdefault(row["test"].family, []).append(row)
+    for members in families.values():
+        sup = inf.holm([r["p_support"] for r in members])
+        con = inf.holm([r["p_contra"] for r in members])
+        for row, ps, pc in zip(members, sup, con, strict=True):
+            row["holm"] = _decide(float(ps), float(pc), alpha)
+    return rows
+
+
+def part_status(rows: Iterable[dict], *, adjusted: bool = True) -> str:
+    """A part of a claim from its primary tests' decisions: supported / contradicted / inconclusive,
+    ``not run`` when none has records, ``incomplete`` when some lack them (and none contradicts)."""
+    rows = [r for r in rows if r["test"].role == "primary"]
+    decisions = [r.get("holm" if adjusted else "decision") if r["status"] == "ok" else None for r in rows]
+    if CONTRADICTS in decisions:
+        return "contradicted"
+    if all(d is None for d in decisions):
+        return NOT_RUN
+    if None in decisions:
+        return "incomplete"
+    return "supported" if all(d == SUPPORTS for d in decisions) else UNDECIDED
+
+
+def claim_verdict(statuses: Sequence[str]) -> str:
+    """A claim from its parts: reproduced / not reproduced / inconclusive / not run / incomplete."""
+    if "contradicted" in statuses:
+        return "not reproduced"
+    if all(s == NOT_RUN for s in statuses):
+        return NOT_RUN
+    if any(s in (NOT_RUN, "incomplete") for s in statuses):
+        return "incomplete"
+    return "reproduced" if all(s == "supported" for s in statuses) else UNDECIDED
