@@ -90,3 +90,37 @@ def test_the_packer_script(sweep: Path, tmp_path: Path, capsys) -> None:
     assert "4 file(s)" in capsys.readouterr().out
     assert pack.main(["--study", "prune", "--out", str(tmp_path / "rec"), str(tmp_path / "nope")]) == 2
     assert pack.main(["--study", "x", "--table", str(tmp_path / "t.csv")]) == 2  # --table needs --name
+
+
+def test_a_real_run_point_packs_and_its_records_average_to_its_metrics(tmp_path: Path) -> None:
+    """The runner's own results.json and samples (absolute baseline_dir, probe records), packed."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from mathneuro.cli import config_dir, job_dirname
+    from mathneuro.config import register_configs
+    from mathneuro.runner import run_point
+    from mathneuro.tiny import tiny_model
+
+    model_dir = tmp_path / "tiny"
+    model, tok = tiny_model("llama")
+    model.save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    register_configs()
+    if not OmegaConf.has_resolver("mathneuro_dirname"):
+        OmegaConf.register_new_resolver("mathneuro_dirname", job_dirname)
+    overrides = [f"model.name_or_path={model_dir}", "model.name=tiny", "model.dtype=float32", "model.device=cpu",
+                 f"cache_dir={tmp_path / 'cache'}", "num_samples=4", "batch_size=4", "max_length=32", "progress=false",
+                 "logger=none", "eval=quick", "eval.tasks=[arith]", "eval.log_samples=true",
+                 "eval.arith.num_problems=6", "top_k=0.2"]
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    result = run_point(OmegaConf.to_object(cfg), tmp_path / "sweep" / "0")
+    written = records.pack_sweep(tmp_path / "sweep", tmp_path / "rec", study="s")
+    study = {p.kind: p for p in records.read_study(tmp_path / "rec")}
+    point, base = study["point"], study["baseline"]
+    assert len(written) == 2 and point.header["baseline"] == base.name
+    assert point.header["selection"]["num_selected"] == result["selection"]["num_selected"]
+    for packed, metrics in ((point, result["metrics"]), (base, result["baseline_metrics"])):
+        values = [v["exact_match"] for v in packed.task("arith").values()]
+        assert len(values) == 6 and sum(values) / 6 == pytest.approx(metrics["math/arith/exact_match"])
