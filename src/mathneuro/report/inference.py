@@ -173,15 +173,28 @@ def newcombe_paired(e: float, f: float, g: float, h: float, z: Any) -> tuple[np.
 def newcombe_pvalue(table: Sequence[float], x: float, *, greater: bool) -> float:
     """One-sided p-value of Newcombe's interval for ``theta > x`` (``greater``) or ``theta < x``: the
     level at which the interval's bound reaches x (found by bisection on z, vectorised over nothing)."""
-    e, f, g, h = table
-    theta = (f - g) / (e + f + g + h)
+    e, f, g, h = (float(v) for v in table)
+    n = e + f + g + h
+    theta = (f - g) / n
     if (greater and x >= theta) or (not greater and x <= theta):
         return 1.0
+    den = (e + f) * (g + h) * (e + g) * (f + h)
+    num = e * h - f * g
+    phi = 0.0 if den <= 0 else (max(num - n / 2, 0.0) if num > 0 else num) / math.sqrt(den)
+    p1, p2 = (e + f) / n, (e + g) / n
+
+    def wilson(p: float, z: float) -> tuple[float, float]:  # the scalar twin of wilson_interval
+        centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+        return max(0.0, (centre - half) / (1 + z * z / n)), min(1.0, (centre + half) / (1 + z * z / n))
+
     lo, hi = 0.0, 40.0
     for _ in range(60):
         mid = (lo + hi) / 2
-        low, high = newcombe_paired(e, f, g, h, mid)
-        inside = float(low) > x if greater else float(high) < x
+        (l1, u1), (l2, u2) = wilson(p1, mid), wilson(p2, mid)
+        if greater:
+            inside = theta - math.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0)) > x
+        else:
+            inside = theta + math.sqrt(max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0)) < x
         lo, hi = (mid, hi) if inside else (lo, mid)
     return float(1 - _NORMAL.cdf(lo))
 
