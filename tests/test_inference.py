@@ -173,3 +173,10 @@ def test_family_parsing_and_holm_over_a_named_family() -> None:
     # adjusted: 0.03, 0.06, 0.06, 0.02 -> lower, not shown, not shown, lower; z is in no family
     assert [r["holm_difference"] for r in rows] == ["lower", "no difference shown", "no difference shown", "lower",
                                                     None]
+
+
+def test_the_coverage_script_of_the_plan_runs() -> None:
+    from tests.conftest import load_experiment
+
+    script = load_experiment("bootstrap_coverage")
+    assert 0.8 <= script.coverage(0.95, 0.0, reps=40) <= 1.0
