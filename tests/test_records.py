@@ -95,12 +95,12 @@ def test_the_packer_script(sweep: Path, tmp_path: Path, capsys) -> None:
 def test_a_real_run_point_packs_and_its_records_average_to_its_metrics(tmp_path: Path) -> None:
     """The runner's own results.json and samples (absolute baseline_dir, probe records), packed."""
     from hydra import compose, initialize_config_dir
+    from mathneuro.cli import config_dir, job_dirname
     from omegaconf import OmegaConf
 
-    from mathneuro.cli import config_dir, job_dirname
-    from mathneuro.config import register_configs
-    from mathneuro.runner import run_point
-    from mathneuro.tiny import tiny_model
+    from mathneuro.models.tiny import tiny_model
+    from mathneuro.pipeline.config import register_configs
+    from mathneuro.pipeline.runner import run_point
 
     model_dir = tmp_path / "tiny"
     model, tok = tiny_model("llama")

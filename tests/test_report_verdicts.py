@@ -7,10 +7,10 @@ import csv
 from pathlib import Path
 
 import pytest
-from mathneuro.config import ConfigError, validate
 from omegaconf import OmegaConf
 
 from mathneuro import paired, report_cli
+from mathneuro.pipeline.config import ConfigError, validate
 from tests.test_paired import GSM, RACE, lose, write_point, write_samples
 from tests.test_runner import compose_cfg
 
@@ -72,7 +72,7 @@ def test_python_api_takes_the_same_settings(sweep: Path) -> None:
 
 
 def test_the_sweep_callback_reads_report_margin_and_families(sweep: Path) -> None:
-    from mathneuro.callbacks import SweepReport
+    from mathneuro.pipeline.callbacks import SweepReport
 
     SweepReport().on_multirun_end(OmegaConf.create({
         "hydra": {"sweep": {"dir": str(sweep)}}, "logger": {"name": "none"},

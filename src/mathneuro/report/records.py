@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from mathneuro.data import read_jsonl
-from mathneuro.paired import point_records
+from mathneuro.pipeline.results import SELECTION_FIELDS
+from mathneuro.report.paired import point_records
 from mathneuro.report.sweep import load_results
-from mathneuro.results import SELECTION_FIELDS
 
 SUFFIX = ".jsonl.gz"
 KINDS = ("point", "baseline", "table")
