@@ -32,13 +32,13 @@ import numpy as np
 
 from mathneuro.report import inference as inf
 from mathneuro.report.records import Packed
+from mathneuro.report.references import facts_of, reference_name
 
 RULES = ("direction", "equivalence", "gain", "threshold", "proportion", "context")
 SUPPORTS, CONTRADICTS, UNDECIDED = "supports", "contradicts", "inconclusive"
 NOT_RUN = "not run"
 #: Point fields an edited point and its random reference share (the seed too).
 MATCH = ("model", "task", "filter", "intervention", "scalar", "top_k", "num_samples", "seed")
-REFERENCES = {"random": ("random", None), "random(wanda)": ("random", "wanda"), "random_neurons": ("random_neurons", None)}
 _NORMAL = NormalDist()
 
 
@@ -72,8 +72,11 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _is_reference_free(point: Mapping[str, Any]) -> bool:
-    return point.get("reference") in (None, "", "mathneuro")
+def _reference_name(packed: Packed) -> str | None:
+    """The name the packed point goes by as a random reference (``random``, ``random(wanda)``...), None for
+    an edited point: the report's naming, from the method's recorded facts."""
+    return reference_name(packed.point, facts_of({"point": packed.point,
+                                                  "method_facts": packed.header.get("method_facts")}))
 
 
 def edited_points(test: Test, study: Sequence[Packed]) -> list[Packed]:
@@ -83,7 +86,8 @@ def edited_points(test: Test, study: Sequence[Packed]) -> list[Packed]:
         point = packed.point
         if packed.kind != "point" or not all(_same(point.get(k), v) for k, v in test.select):
             continue
-        if "reference" not in dict(test.select) and point.get("method") == "random" and not _is_reference_free(point):
+        own = _reference_name(packed)
+        if "reference" not in dict(test.select) and own is not None and "(" in own:  # sized by another method
             continue
         out.append(packed)
     seeds = [p.point.get("seed") for p in out]
@@ -97,14 +101,10 @@ def reference_of(test: Test, edited: Packed, study: Sequence[Packed]) -> Packed 
     if test.reference == "baseline":
         name = edited.header.get("baseline")
         return next((p for p in study if p.kind == "baseline" and p.name == name), None)
-    method, sized_by = REFERENCES[test.reference]
     for packed in study:
-        point = packed.point
-        if packed.kind != "point" or point.get("method") != method:
+        if packed.kind != "point" or _reference_name(packed) != test.reference:
             continue
-        if (sized_by is None and not _is_reference_free(point)) or (sized_by and point.get("reference") != sized_by):
-            continue
-        if all(_same(point.get(f), edited.point.get(f)) for f in MATCH):
+        if all(_same(packed.point.get(f), edited.point.get(f)) for f in MATCH):
             return packed
     return None
 

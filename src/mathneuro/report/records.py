@@ -40,7 +40,7 @@ from mathneuro.report.sweep import load_results
 SUFFIX = ".jsonl.gz"
 KINDS = ("point", "baseline", "table")
 SELECTION_KEPT = (*SELECTION_FIELDS, "num_parameters_upstream", "per_layer", "per_module")
-HEADER_FIELDS = ("metrics", "baseline_metrics", "objective", "hardware", "timings", "sample_ids_hash")
+HEADER_FIELDS = ("metrics", "baseline_metrics", "objective", "hardware", "timings", "sample_ids_hash", "method_facts")
 
 
 @dataclass
@@ -118,7 +118,7 @@ def point_name(point: Mapping[str, Any]) -> str:
     """The file stem of a point: method (and whose counts a random point copies), filter, K,
     intervention and s, N and seed, e.g. ``random-wanda__race__k0.15__prune0__n100__seed3``."""
     method = _safe(point.get("method"))
-    if point.get("reference") not in (None, "", "mathneuro"):
+    if point.get("reference"):  # recorded only where another method than the default sizes the reference
         method += f"-{_safe(point['reference'])}"
     parts = [method, _safe(point.get("filter")), f"k{_safe(point.get('top_k'))}",
              f"{_safe(point.get('intervention'))}{_safe(point.get('scalar'))}", f"n{_safe(point.get('num_samples'))}",
