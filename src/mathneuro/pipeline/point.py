@@ -12,6 +12,7 @@ import contextlib
 import copy
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -130,7 +131,9 @@ class Point:
 
     @cached_property
     def target_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {n: tuple(mod.weight.shape) for n, mod in self.bench.targets(self.cfg.method).items()}
+        """Shapes of the linears the method's ``targets`` pattern names (for the smallest useful top-K)."""
+        targets = self.targets or self.bench.targets(self.cfg.method)
+        return {n: tuple(mod.weight.shape) for n, mod in targets.items()}
 
     @cached_property
     def evaluator(self) -> Evaluator:
@@ -168,8 +171,7 @@ class Point:
         if selection.neurons:
             num_scored = sum(mlp_widths(model).values())
         else:
-            num_scored = sum(int(m.weight.numel()) for m in self.targets.values()) or sum(
-                int(m.weight.numel()) for m in self.bench.targets(self.cfg.method).values())
+            num_scored = sum(math.prod(shape) for shape in self.target_shapes.values())
         summary = selection.summary(num_scored=num_scored, num_parameters=num_parameters)
         summary["top_k"] = self.cfg.top_k
         summary.update(edited_weights(selection, model, num_parameters))
