@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from mathneuro.methods.registry import METHODS
+from mathneuro.models.folder_check import folder_problem
 from mathneuro.pipeline.errors import ConfigError
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -51,8 +52,10 @@ def looks_like_path(text: str) -> bool:
     return not _HUB_ID.match(text)
 
 
-def check_model_source(name_or_path: str, gguf_file: str | None = None, key: str = "model.name_or_path") -> None:
-    """Refuse a local model path that is missing, unreadable or holds a damaged model file.
+def check_model_source(name_or_path: str, gguf_file: str | None = None, key: str = "model.name_or_path",
+                       trust_remote_code: bool = False) -> None:
+    """Refuse a local model path that is missing, unreadable, holds a damaged model file, or is a folder
+    transformers cannot load (:mod:`mathneuro.models.folder_check`: config, weights, tokenizer).
 
     Hub ids and ``embedded://`` names pass (they are resolved when the model loads).
     """
@@ -80,16 +83,10 @@ def check_model_source(name_or_path: str, gguf_file: str | None = None, key: str
     files = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.gguf"))
     for file in files:
         check_model_file(file, key)
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            shards = set(json.loads(index.read_text())["weight_map"].values())
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            raise ConfigError(f"{key}: {str(index)!r} is damaged (not a valid safetensors index)") from None
-        missing = sorted(s for s in shards if not (path / s).is_file())
-        if missing:
-            raise ConfigError(f"{key}: {str(path)!r} is incomplete: shard {missing[0]!r} named in "
-                              f"{index.name} is missing ({len(missing)} of {len(shards)} missing)")
+    if (path / "config.json").is_file() or not any(path.glob("*.gguf")):  # read by transformers, not as GGUF
+        problem = folder_problem(path, trust_remote_code)
+        if problem:
+            raise ConfigError(f"{key}: model folder {str(path)!r} cannot be loaded: {problem}")
 
 
 def check_model_file(path: str | os.PathLike, key: str = "model.name_or_path") -> None:

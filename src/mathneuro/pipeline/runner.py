@@ -141,7 +141,8 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
     cfg, spec, output_dir = point.cfg, point.spec, point.output_dir
     with point.stage("data"):
         _ = point.task, point.filters
-    check_model_source(cfg.model.name_or_path, cfg.model.gguf_file)  # missing, unreadable or damaged files
+    check_model_source(cfg.model.name_or_path, cfg.model.gguf_file,  # missing, unreadable or damaged files,
+                       trust_remote_code=cfg.model.trust_remote_code)  # a folder transformers cannot load
 
     summary_point = point_summary(cfg, spec)
     wandb_run = WandbRun(
