@@ -96,6 +96,25 @@ def test_lock_of_a_silent_holder_on_another_host_is_taken_over_after_the_timeout
     assert not path.exists() and not list(tmp_path.glob("k.lock.stale-*"))
 
 
+def test_a_requeued_slurm_job_takes_over_its_earlier_attempts_lock_on_any_node_at_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "41")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
+    earlier = {"host": "another-node", "boot": "x", "pid": os.getpid(), "time": time.time(), "token": "remote",
+               "slurm_job": "41", "slurm_restart": 1}  # the same job before its last requeue, on another node
+    path = tmp_path / "k.lock"
+    path.write_text(json.dumps(earlier))
+    t0 = time.monotonic()
+    with FileLock(path, stale_after=60) as lock:
+        assert lock.took_over and time.monotonic() - t0 < 2  # no need to wait out stale_after
+        assert json.loads(path.read_text())["slurm_job"] == "41"  # the lock names its job and attempt
+        assert json.loads(path.read_text())["slurm_restart"] == 2
+    for other in ({**earlier, "slurm_job": "42"}, {**earlier, "slurm_restart": 2}):  # another job, or this attempt
+        path.write_text(json.dumps(other))
+        with pytest.raises(LockTimeout):
+            FileLock(path, stale_after=60).acquire(timeout=0.3)
+        path.unlink()
+
+
 def test_an_old_lock_is_taken_over_at_once(tmp_path):
     path = tmp_path / "k.lock"
     path.write_text(json.dumps({"host": "gone", "pid": 1, "time": 0}))

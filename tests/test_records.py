@@ -95,10 +95,10 @@ def test_the_packer_script(sweep: Path, tmp_path: Path, capsys) -> None:
 def test_a_real_run_point_packs_and_its_records_average_to_its_metrics(tmp_path: Path) -> None:
     """The runner's own results.json and samples (absolute baseline_dir, probe records), packed."""
     from hydra import compose, initialize_config_dir
-    from mathneuro.pipeline.cli import config_dir, job_dirname
     from omegaconf import OmegaConf
 
     from mathneuro.models.tiny import tiny_model
+    from mathneuro.pipeline.cli import config_dir, job_dirname
     from mathneuro.pipeline.config import register_configs
     from mathneuro.pipeline.runner import run_point
 

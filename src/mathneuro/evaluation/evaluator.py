@@ -23,6 +23,7 @@ import torch
 from mathneuro.evaluation.config import EvalConfig
 from mathneuro.evaluation.harness import Harness, preserved_rng
 from mathneuro.evaluation.probe_registry import ProbeContext, is_probe, probe_spec
+from mathneuro.evaluation.task_store import TaskStore
 from mathneuro.evaluation.tasks import TASKS, kind_of
 
 log = logging.getLogger(__name__)
@@ -94,12 +95,14 @@ class Evaluator:
             return "nonmath"
         return parent_kind
 
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self, store: TaskStore | None = None) -> dict[str, float]:
         """Every task of the config on the model as it is now: ``{"<kind>/<task>/<metric>": value}``.
 
         The caller's global RNG states (python, numpy, torch) and the model's train/eval mode are
         unchanged afterwards. Per-task seconds and example counts land in ``last_seconds`` and
-        ``last_num_examples``; lm-eval's raw result entries in ``last_raw``.
+        ``last_num_examples``; lm-eval's raw result entries in ``last_raw``. With a ``store`` each
+        task's result is kept there as it completes, and a task it already holds is read back, not
+        evaluated again (an evaluation cut short resumes; see :mod:`~mathneuro.evaluation.task_store`).
         """
         metrics: dict[str, float] = {}
         self.last_seconds, self.last_num_examples, self.last_raw = {}, {}, {}
@@ -108,7 +111,14 @@ class Evaluator:
             return metrics
         with preserved_rng(), _eval_mode(self.model):
             for task in self.cfg.tasks:
-                values = self.evaluate_task(task)
+                kept = store.load(task) if store is not None else None
+                if kept is not None:
+                    values = self._restore(task, kept)
+                else:
+                    samples_before = set(self.last_samples)
+                    values = self.evaluate_task(task)
+                    if store is not None:
+                        store.save(task, self._kept(task, values, samples_before))
                 kind = self.kind(task)
                 metrics.update({metric_key(kind, task, m): v for m, v in values.items()})
                 for sub, sub_values in self._last_subtasks.get(task, {}).items():
@@ -137,6 +147,24 @@ class Evaluator:
         self.last_seconds[task] = time.perf_counter() - start
         log.info("eval %s: %s (%.1f s)", task, values, self.last_seconds[task])
         return values
+
+    def _kept(self, task: str, values: dict[str, float], samples_before: set[str]) -> dict[str, Any]:
+        """What a :class:`TaskStore` keeps of ``task``'s evaluation (everything :meth:`evaluate` reports)."""
+        return {"values": values, "subtasks": self._last_subtasks.get(task, {}),
+                "samples": {k: v for k, v in self.last_samples.items() if k not in samples_before},
+                "num_examples": self.last_num_examples.get(task), "seconds": self.last_seconds.get(task)}
+
+    def _restore(self, task: str, kept: dict[str, Any]) -> dict[str, float]:
+        """Report a kept result of ``task`` as if it had just been evaluated; its metric values."""
+        if kept.get("subtasks"):
+            self._last_subtasks[task] = kept["subtasks"]
+        self.last_samples.update(kept.get("samples") or {})
+        if kept.get("num_examples") is not None:
+            self.last_num_examples[task] = kept["num_examples"]
+        if kept.get("seconds") is not None:
+            self.last_seconds[task] = kept["seconds"]
+        log.info("eval %s: %s (kept from an earlier attempt)", task, kept["values"])
+        return kept["values"]
 
     # ------------------------------------------------------------------ probes
     def _probe(self, task: str) -> dict[str, float]:

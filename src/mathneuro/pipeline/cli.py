@@ -4,8 +4,10 @@ Every error a user can cause (a bad config value or type, an unknown option, a m
 an unwritable directory, a damaged model file) ends the command with exit code 2 and one line
 ``mathneuro: error: <key>: <what is wrong and what is allowed>``; ``MATHNEURO_DEBUG=1`` or
 ``HYDRA_FULL_ERROR=1`` also print the traceback. SIGTERM (SLURM preemption) interrupts like
-Ctrl-C: the unfinished point cleans up and leaves nothing partial. The job's return value is
-the sweep objective, so an Optuna sweeper can optimise it.
+Ctrl-C: the unfinished point cleans up and leaves nothing partial but what a next attempt resumes
+from (a statistics checkpoint, finished evaluation tasks). In a submitit job (``hydra/launcher=slurm``)
+SIGTERM saves a statistics checkpoint and the job runs on until SLURM kills or requeues it. The job's
+return value is the sweep objective, so an Optuna sweeper can optimise it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from mathneuro.pipeline.config import ConfigError, register_configs
 from mathneuro.pipeline.errors import SweepRefused, debug_requested, raise_on_sigterm, user_error
 from mathneuro.pipeline.runner import run_point
+from mathneuro.util.signals import checkpoint_on_sigterm
 
 log = logging.getLogger("mathneuro")
 
@@ -113,6 +116,8 @@ def _task(cfg: DictConfig) -> float:
 
     hc = HydraConfig.get()
     output_dir = hc.runtime.output_dir
+    if os.environ.get("SUBMITIT_EXECUTOR"):  # a submitit job: SIGTERM (requeue, preemption) saves progress first
+        checkpoint_on_sigterm()
     if hc.mode == RunMode.MULTIRUN:
         group = Path(hc.sweep.dir).name
     else:
@@ -176,7 +181,8 @@ def main() -> None:
         if _DEBUG:
             traceback.print_exc()
         print(f"mathneuro: interrupted by {signal.Signals(signum).name}: the unfinished point left no partial "
-              "results or cache entries; rerun the same command to complete it", file=sys.stderr)
+              "results or cache entries, only what a rerun resumes from; rerun the same command to complete it",
+              file=sys.stderr)
         sys.exit(128 + signum)
     except Exception as exc:
         from_point = any(exc is e for e in _TASK_ERRORS)

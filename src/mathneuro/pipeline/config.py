@@ -111,6 +111,7 @@ class Config:
     baseline: bool = True
     resume: bool = True
     progress: bool = True
+    checkpoint_every_s: float = 10.0  # seconds between checkpoints of a statistics pass (mathneuro.statistics.checkpoint)
     cache_dir: str = "${mathneuro_cache_root:}"  # mathneuro.models.embedded.cache_root(): $MATHNEURO_CACHE, else ~/.cache/mathneuro
 
 
@@ -135,6 +136,8 @@ def _check(cfg: Any) -> None:
         raise ConfigError(f"num_samples: must be >= 1, got {cfg.num_samples}")
     if cfg.batch_size < 1:
         raise ConfigError(f"batch_size: must be >= 1, got {cfg.batch_size}")
+    if not cfg.checkpoint_every_s >= 0:
+        raise ConfigError(f"checkpoint_every_s: must be >= 0 seconds, got {cfg.checkpoint_every_s!r}")
     if cfg.max_length < 1:
         raise ConfigError(f"max_length: must be >= 1, got {cfg.max_length}")
     resolve_method(cfg.method)

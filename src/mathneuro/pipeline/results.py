@@ -56,7 +56,9 @@ class PointResult:
     per stage; ``peak_memory``: MB per stage; ``sample_ids_hash``: ``{"task": .., "filter": ..}``;
     ``objective``: what a sweeper optimises (None when undefined); ``samples``: where per-example
     records are (``eval.log_samples``); ``hardware``: the device, its name, the dtype and the threads
-    the point ran with (timings and float results depend on them).
+    the point ran with (timings and float results depend on them); ``cluster``: the scheduler's job
+    (SLURM job and array ids, requeue count); ``attempts``: how many attempts the point took;
+    ``resumed``: what later attempts read back from earlier ones (statistics batches, evaluated tasks).
     """
 
     status: str = "complete"
@@ -74,6 +76,9 @@ class PointResult:
     objective: float | None = None
     samples: dict[str, Any] | None = None  # eval.log_samples: {"dir", "baseline_dir", "tasks"}; absent otherwise
     hardware: dict[str, Any] | None = None  # {"device", "device_name", "dtype", "threads", ...}; absent in old results
+    cluster: dict[str, Any] | None = None  # {"scheduler": "slurm", "job_id", "array_job_id", "array_task_id", "restart_count", ...}; absent outside a scheduler
+    attempts: int | None = None  # attempts this point took (1: done at the first); absent in old results
+    resumed: dict[str, Any] | None = None  # {"statistics": [..], "baseline_tasks": [..], "edited_tasks": [..]} read back from earlier attempts; absent if none
     extra: dict[str, Any] = field(default_factory=dict)  # fields this version does not know, kept as they are
 
     @property
@@ -92,8 +97,9 @@ class PointResult:
             del data["samples"]  # written only by runs that log per-example records
         if data["statistics"] is None:
             del data["statistics"]  # results written before statistics sources were recorded
-        if data["hardware"] is None:
-            del data["hardware"]  # results written before the hardware was recorded
+        for name in ("hardware", "cluster", "attempts", "resumed"):  # absent: older results, or nothing to say
+            if data[name] is None:
+                del data[name]
         return {**data, **self.extra}
 
     def write(self, path: str | os.PathLike) -> Path:

@@ -19,11 +19,14 @@ from pathlib import Path
 from mathneuro import __version__
 from mathneuro.edit.export import export_edited_model
 from mathneuro.edit.intervention import apply_intervention
+from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_DIR, samples_summary, write_samples
 from mathneuro.methods.registry import inapplicable_settings, resolve_method
 from mathneuro.methods.spec import MethodSpec
 from mathneuro.models.devices import describe_hardware
 from mathneuro.models.targets import find_mlp_activations
+from mathneuro.pipeline.attempts import Attempts, clear_attempts, edit_key, edited_store
+from mathneuro.pipeline.cluster import cluster_info
 from mathneuro.pipeline.config import Config, ConfigError, validate
 from mathneuro.pipeline.point import (  # noqa: F401 (point_summary, objective_value, edited_weights: public here in 0.1)
     Point,
@@ -130,13 +133,15 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
                 return {**done, "skipped": True}
         reset_peak_memory()  # this point's peaks, not those of the points run before it in this process
         point = Point(cfg, spec, output_dir)  # its model loads in the body, timed as a stage
-        return _run_claimed_point(point, config_dict, group, tags, t_start, ignored)
+        attempts = Attempts(output_dir)
+        attempts.start()  # a second one and up: an earlier attempt was cut short (a timeout, a preemption)
+        return _run_claimed_point(point, config_dict, group, tags, t_start, ignored, attempts)
     finally:
         claim.release()
 
 
 def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags: list[str] | None,
-                       t_start: float, ignored: list[str]) -> dict:
+                       t_start: float, ignored: list[str], attempts: Attempts) -> dict:
     """The body of :func:`run_point`, run while this process holds the point's claim."""
     cfg, spec, output_dir = point.cfg, point.spec, point.output_dir
     with point.stage("data"):
@@ -150,12 +155,15 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
         entity=cfg.logger.entity, mode=cfg.logger.mode,
         group=group, job_type=cfg.method.name, tags=(tags or []) + list(cfg.logger.tags),
         config={**config_dict, "point": summary_point}, dir=str(output_dir), name=output_dir.name,
+        id=attempts.run_id(), resume="allow",  # every attempt at the point logs into one W&B run
     )
     failed, interrupted = True, False
     try:
         with point.stage("load_model"):
             point.bench = get_workbench(cfg)
         bench = point.bench
+        bench.checkpoint_every_s = cfg.checkpoint_every_s
+        bench.baseline_kept.clear()
         if "activation_counts" in spec.needs:
             try:
                 find_mlp_activations(bench.model)
@@ -168,6 +176,7 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
         with point.stage("identification"):
             selection, stats_keys = point.select()
         stats_used = list(bench.used)  # where each entry came from: computed/memory/disk/waited
+        attempts.note("statistics", [s for s in stats_used if s.get("resumed_batches")])
         if selection.num_selected() == 0:  # editing nothing is never worth an evaluation
             refuse_empty_selection(cfg, spec, lambda k: point.select(top_k=k, progress=False)[0].num_selected(),
                                    point.target_shapes)
@@ -185,6 +194,7 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
             else:
                 with point.stage("baseline_evaluation"):
                     baseline = bench.baseline(cfg.eval, baseline_samples)
+                attempts.note("baseline_tasks", list(bench.baseline_kept))
         summary = point.selection_summary(selection)
 
         metrics: dict[str, float] = {}
@@ -196,14 +206,19 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
                     export_edited_model(bench.model, bench.tokenizer, selection, cfg.intervention.scalar,
                                         output_dir / "model", point.export_card(summary))
             if evaluate:
+                store = edited_store(output_dir, edit_key(bench.identity, cfg.eval.fingerprint(),
+                                                          generation_eos_ids(bench.model), selection,
+                                                          cfg.intervention.scalar, cfg.eval.log_samples))
                 with point.stage("evaluation"):
-                    metrics = point.evaluator.evaluate()
+                    metrics = point.evaluator.evaluate(store)  # finished tasks kept for a next attempt
+                attempts.note("edited_tasks", list(store.reused))
                 if cfg.eval.log_samples:
                     write_samples(output_dir / SAMPLES_DIR, point.evaluator.last_samples,
                                   point.evaluator.last_sample_kinds)
         if baseline_later:
             with point.stage("baseline_evaluation"):
                 baseline = bench.baseline(cfg.eval, baseline_samples)
+            attempts.note("baseline_tasks", list(bench.baseline_kept))
         if cfg.save_selection:
             selection.save(output_dir / "selection.safetensors")
             for suffix, extra in point.extra_selections().items():  # e.g. MathNeuro's math top-K set
@@ -214,7 +229,8 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
             baseline_metrics=baseline, timings=point.timings, peak_memory=point.memory,
             statistics_keys=stats_keys, statistics=stats_used, sample_ids_hash=point.sample_ids_hash(),
             versions=_versions(), objective=objective_value(cfg, metrics, baseline),
-            hardware=describe_hardware(bench.model),
+            hardware=describe_hardware(bench.model), cluster=cluster_info(), attempts=attempts.count,
+            resumed=attempts.resumed(),
         )
         record.extra["method_facts"] = spec.facts()
         if ignored:
@@ -223,13 +239,14 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
             record.samples = samples_summary(output_dir, baseline_samples, point.evaluator.last_sample_kinds)
         results = record.to_json()
         record.write(output_dir / RESULTS_FILE)
+        clear_attempts(output_dir)  # the point is done: its attempt count and kept partial results go
         wandb_run.summary({k: v for k, v in record.row().items() if isinstance(v, (int, float))}
                           | {f"time/{k}": v for k, v in point.timings.items()})
         wandb_run.table("selection/per_layer", ["layer", "count"],
                         [[k, v] for k, v in summary["per_layer"].items()])
         failed = False
         return results
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (errors.Interrupted): nothing was written; say so to W&B
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C, SIGTERM, a submitit timeout: say so to W&B
         interrupted = True
         raise
     finally:

@@ -22,6 +22,7 @@ from mathneuro.data.datasets import draw_samples, load_records, render, sample_i
 from mathneuro.evaluation.evaluator import Evaluator
 from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, write_samples
+from mathneuro.evaluation.task_store import TaskStore
 from mathneuro.methods.registry import MethodInputs, resolve_method
 from mathneuro.methods.selection import Selection
 from mathneuro.models import load_model, model_identity
@@ -33,6 +34,7 @@ from mathneuro.models.targets import (
 )
 from mathneuro.pipeline.config import Config, ConfigError
 from mathneuro.statistics.cache import StatisticsCache, cached_statistics
+from mathneuro.statistics.checkpoint import DEFAULT_EVERY_S
 from mathneuro.statistics.passes import canonical_kind
 from mathneuro.util.io import write_json_atomic
 
@@ -75,6 +77,8 @@ class Workbench:
     evaluators: dict = field(default_factory=dict)
     baselines: dict = field(default_factory=dict)
     used: list = field(default_factory=list)  # {dataset, kind, key, source} of each statistics lookup
+    checkpoint_every_s: float = DEFAULT_EVERY_S  # seconds between checkpoints of a statistics pass
+    baseline_kept: list = field(default_factory=list)  # baseline tasks read back from an earlier attempt
 
     def targets(self, method_cfg: Any) -> dict:
         """The linears a method config scores: its ``targets`` pattern, lm_head if ``include_lm_head``."""
@@ -87,13 +91,15 @@ class Workbench:
         kinds = tuple(canonical_kind(k) for k in kinds)
         activations = find_mlp_activations(self.model) if "activation_counts" in kinds else None
         sources: dict[str, str] = {}
+        resumed: dict[str, int] = {}
         found, keys = cached_statistics(
             self.cache, self.model, self.tokenizer, samples.texts, model_identity=self.identity, kinds=kinds,
             targets=targets, activations=activations, max_length=max_length, batch_size=batch_size,
             progress=progress, desc=f"statistics [{samples.name}]", sources=sources,
+            checkpoint_every_s=self.checkpoint_every_s, resumed=resumed,
         )
         self.used.extend({"dataset": samples.name, "kind": kind, "key": keys[kind], "source": sources[kind]}
-                         for kind in kinds)
+                         | ({"resumed_batches": resumed[kind]} if kind in resumed else {}) for kind in kinds)
         return found, keys
 
     def select(self, method: Any, task: Samples, filters: list[Samples], *, top_k: float, seed: int,
@@ -187,12 +193,17 @@ class Workbench:
                     metrics = stored()
                 if metrics is None:
                     evaluator = self.evaluator(eval_cfg)
-                    metrics = evaluator.evaluate()
+                    store = (TaskStore(path.with_name(f"{key}.tasks"), f"{key}-samples{int(bool(eval_cfg.log_samples))}")
+                             if path is not None else None)  # finished tasks, kept for an attempt cut short
+                    metrics = evaluator.evaluate(store)
                     if need_samples():
                         write_samples(samples_dir, evaluator.last_samples, evaluator.last_sample_kinds)
                     if path is not None:
                         write_json_atomic(path, {"metrics": metrics, "model": self.identity,
                                                  "eval": _plain(eval_cfg)})
+                    if store is not None:
+                        self.baseline_kept.extend(store.reused)
+                        store.clear()
         self.baselines[key] = metrics
         return metrics
 

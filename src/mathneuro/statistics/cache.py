@@ -29,6 +29,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from mathneuro.models.targets import find_mlp_activations, find_target_linears
+from mathneuro.statistics.checkpoint import DEFAULT_EVERY_S, PassCheckpoint
 from mathneuro.statistics.passes import KindMap, Statistics, canonical_kind, collect_statistics
 from mathneuro.util.io import atomic_write, write_json_atomic
 from mathneuro.util.locking import FileLock
@@ -162,6 +163,17 @@ class StatisticsCache:
             tensors_path.unlink(missing_ok=True)
             raise
 
+    def checkpoint(self, keys: Sequence[str], batch_size: int,
+                   every_s: float = DEFAULT_EVERY_S) -> PassCheckpoint | None:
+        """The checkpoint of the pass computing the entries ``keys`` together in batches of ``batch_size``
+        (``partial/<hash>.safetensors``; None without a disk cache). Only the holder of the entries'
+        locks writes it; it is deleted once they are stored."""
+        if self.root is None:
+            return None
+        identity = {"keys": sorted(keys), "batch_size": int(batch_size), "cache_version": CACHE_VERSION}
+        name = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+        return PassCheckpoint(self.root / "partial" / f"{name}.safetensors", identity, every_s)
+
     def in_memory(self, key: str) -> bool:
         """Whether ``key`` is held in this process's memory."""
         return key in self._memory
@@ -188,11 +200,16 @@ def cached_statistics(
     progress: bool = True,
     desc: str = "statistics",
     sources: dict[str, str] | None = None,
+    checkpoint_every_s: float = DEFAULT_EVERY_S,
+    resumed: dict[str, int] | None = None,
 ) -> tuple[dict[str, Statistics], dict[str, str]]:
     """Statistics of each kind for ``texts``, from the cache when present; missing kinds are
     computed together in one forward pass and stored, under the cache's lock of each missing key
     (a job that finds a key locked waits, then reads it from disk). Returns ``(stats by kind,
-    keys by kind)``; ``sources``, when given, is filled with each kind's source (:data:`SOURCES`)."""
+    keys by kind)``; ``sources``, when given, is filled with each kind's source (:data:`SOURCES`).
+    The pass checkpoints its progress every ``checkpoint_every_s`` seconds (:meth:`StatisticsCache.checkpoint`)
+    and a pass cut short resumes from there; ``resumed``, when given, gets the batches each computed
+    kind took from a checkpoint (kinds started from scratch are absent)."""
     kinds = [canonical_kind(k) for k in kinds]
     modules_of = {}
     if "linear_inputs" in kinds:
@@ -232,15 +249,21 @@ def cached_statistics(
             missing = [k for k in kinds if k not in found]
             if missing:
                 cache.misses += len(missing)
+                checkpoint = cache.checkpoint([keys[k] for k in missing], batch_size, checkpoint_every_s)
                 computed = collect_statistics(
                     model, tokenizer, texts, kinds=missing, targets=targets, activations=activations,
                     batch_size=batch_size, max_length=max_length, progress=progress, desc=desc,
+                    checkpoint=checkpoint,
                 )
                 for kind, stats in computed.items():
                     stats.meta["key"] = keys[kind]
                     cache.save(keys[kind], stats)
                     found[kind] = stats
                     source[kind] = "computed"
+                    if checkpoint is not None and checkpoint.resumed_from and resumed is not None:
+                        resumed[kind] = checkpoint.resumed_from
+                if checkpoint is not None:
+                    checkpoint.clear()
         finally:
             for lock in reversed(locks):
                 lock.release()

@@ -24,6 +24,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from mathneuro.models.targets import base_model, find_mlp_activations, find_target_linears
+from mathneuro.statistics.checkpoint import PassCheckpoint, PassState, restore, snapshot
 from mathneuro.util.padding import pad_token_id, right_padded
 
 #: Statistics kinds: per-linear input norms, and per-neuron counts of positive MLP activations.
@@ -191,8 +192,8 @@ class _LapeAccumulator:
             if self.token_mask is not None:
                 pos &= self.token_mask.to(pos.device)
             counts = pos.sum(dim=(0, 1))
-            if name in self.positive:
-                self.positive[name] += counts
+            if name in self.positive:  # (a resumed pass's saved counts may sit on another device)
+                self.positive[name] += counts.to(self.positive[name].device)
             else:
                 self.positive[name] = counts.to(torch.int64)
 
@@ -249,12 +250,15 @@ def collect_statistics(
     progress: bool = True,
     desc: str = "statistics",
     kernel: str = "auto",
+    checkpoint: PassCheckpoint | None = None,
 ) -> dict[str, Statistics]:
     """Run the decoder over ``texts`` once and return ``{kind: Statistics}`` for each requested kind.
 
     Batches are formed by sorted length with right padding; padded positions are excluded
     from every statistic. Hooks are removed when the pass ends, also on error. ``kernel``:
     ``eager`` ops, a ``compiled`` fused reduction, or ``auto`` (compiled for real-sized models).
+    With a ``checkpoint`` the pass starts after the batches it holds and saves its progress into it
+    (:mod:`mathneuro.statistics.checkpoint`); the statistics are bit-identical to an uninterrupted pass's.
     """
     kinds = [canonical_kind(k) for k in kinds]
     unknown = [k for k in kinds if k not in KINDS]
@@ -280,20 +284,41 @@ def collect_statistics(
     pad_id = pad_token_id(tokenizer)
     device = _input_device(model)
     decoder = base_model(model)
-    num_tokens = 0
+    num_tokens = start = 0
+    batches = length_sorted_batches(lengths, batch_size)
+    live = {**({"norm": lin.norm, "sq": lin.sq} if lin is not None else {}),
+            **({"positive": lape.positive} if lape is not None else {})}
+    if checkpoint is not None:
+        expected = {f"{g}::{n}" for g, tensors in live.items() if g != "positive" for n in tensors}
+        state = checkpoint.load(expected, len(batches))
+        if state is not None:
+            restore(live, state.tensors)
+            num_tokens, start = state.num_tokens, state.batches_done
+    last: PassState | None = None  # the accumulators after the last finished batch (to save if interrupted)
     with hooks(handles):
-        bar = tqdm(total=len(ids), desc=desc, unit="sample", disable=not progress)
-        for batch in length_sorted_batches(lengths, batch_size):
-            input_ids, attn = right_padded([ids[i] for i in batch], pad_id)
-            padded = bool((attn == 0).any())
-            if lin is not None:
-                lin.new_batch(attn.to(device))
-            if lape is not None:
-                lape.new_batch(attn.bool().unsqueeze(-1).to(device) if padded else None)
-            decoder(input_ids=input_ids.to(device), attention_mask=attn.to(device), use_cache=False)
-            num_tokens += int(attn.sum())
-            bar.update(len(batch))
-        bar.close()
+        bar = tqdm(total=len(ids), desc=desc, unit="sample", disable=not progress,
+                   initial=sum(len(b) for b in batches[:start]))
+        try:
+            for done, batch in enumerate(batches[start:], start + 1):
+                input_ids, attn = right_padded([ids[i] for i in batch], pad_id)
+                padded = bool((attn == 0).any())
+                if lin is not None:
+                    lin.new_batch(attn.to(device))
+                if lape is not None:
+                    lape.new_batch(attn.bool().unsqueeze(-1).to(device) if padded else None)
+                decoder(input_ids=input_ids.to(device), attention_mask=attn.to(device), use_cache=False)
+                num_tokens += int(attn.sum())
+                bar.update(len(batch))
+                if checkpoint is not None and done < len(batches):
+                    last = PassState(done, num_tokens, snapshot(live))
+                    if checkpoint.due():
+                        checkpoint.save(last, len(batches))
+        except BaseException:  # interrupted (a timeout, preemption, Ctrl-C): keep what was finished
+            if checkpoint is not None and last is not None and last.batches_done > checkpoint.saved:
+                checkpoint.save(last, len(batches))
+            raise
+        finally:
+            bar.close()
     out: dict[str, Statistics] = KindMap()
     meta = {"max_length": max_length, "num_samples": len(ids)}
     if lin is not None:

@@ -9,7 +9,9 @@ seconds of the waiter's own observation (robust to clock skew between machines);
 takes the lock over by renaming the stale file away and creating its own. A holder on the
 waiter's own host (same host name and boot) whose process is gone — killed, crashed, or its
 pid since reused by a younger process — is stale at once: a resumed sweep need not wait out
-``stale_after`` for the point its killed predecessor was running.
+``stale_after`` for the point its killed predecessor was running. Inside a SLURM job the file also
+names the job and its requeue count: a requeued job (on any node) takes over at once a lock that an
+earlier attempt of the same job left behind, since SLURM runs one attempt of a job at a time.
 
 The worst a race in the takeover can cause is one duplicate computation: callers write their
 results atomically and re-check for them after acquiring the lock.
@@ -59,7 +61,7 @@ class FileLock:
         except FileExistsError:
             return False
         info = {"host": socket.gethostname(), "boot": _boot_id(), "pid": os.getpid(), "time": time.time(),
-                "token": self.token}
+                "token": self.token, **_slurm_attempt()}
         with os.fdopen(fd, "w") as f:
             json.dump(info, f)
         return True
@@ -200,10 +202,33 @@ def _process_start_epoch(pid: int) -> float | None:
     return _start_epoch(_proc_stat(pid))
 
 
+def _slurm_attempt() -> dict:
+    """``{"slurm_job": id, "slurm_restart": n}`` inside a SLURM job (n: how often it was requeued), else {}."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return {}
+    try:
+        restart = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+    except ValueError:
+        restart = 0
+    return {"slurm_job": job, "slurm_restart": restart}
+
+
+def _earlier_attempt_of_this_job(holder: dict | None) -> bool:
+    """True when ``holder`` is an earlier attempt (before a requeue) of the SLURM job this process runs in."""
+    mine = _slurm_attempt()
+    if not mine or not holder or holder.get("slurm_job") != mine["slurm_job"]:
+        return False
+    restart = holder.get("slurm_restart")
+    return isinstance(restart, int) and restart < mine["slurm_restart"]
+
+
 def _holder_is_gone(holder: dict | None) -> bool:
     """True when ``holder`` ran on this host in this boot and its process no longer exists (or is a
     zombie, or the pid now belongs to a process started after the lock was taken). A holder on
     another host, or one that can't be judged, is never called gone: the heartbeat decides."""
+    if _earlier_attempt_of_this_job(holder):
+        return True
     if os.name != "posix":  # os.kill(pid, 0) terminates the process on Windows
         return False
     if not holder or holder.get("host") != socket.gethostname() or holder.get("boot") != _boot_id():

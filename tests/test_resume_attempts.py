@@ -1,0 +1,138 @@
+"""A point cut short during evaluation resumes: the next attempt reads back the tasks the earlier one
+finished (baseline and edited) instead of evaluating them again; an edited model's kept results are
+never used for another edit; ``results.json`` counts the attempts and says what was read back."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+
+import pytest
+import torch
+from mathneuro.attempts import ATTEMPTS_FILE, PARTIAL_DIR, edit_key, selection_digest
+from mathneuro.cluster import cluster_info
+from mathneuro.runner import run_point
+from mathneuro.selection import Selection
+from omegaconf import OmegaConf
+
+from mathneuro.evaluation.probe_registry import register_probe
+from tests.test_runner import base_overrides, compose_cfg
+
+pytestmark = pytest.mark.integration  # run_point end to end, files on disk
+
+CALLS: Counter = Counter()
+STOP_AT: dict[str, int] = {}  # probe -> the call (1-based, over the test) at which it is cut short
+
+
+class Cut(Exception):
+    """A stand-in for what ends an attempt (a timeout's SystemExit, a preemption)."""
+
+
+def _probe(name: str):
+    def probe(ctx):
+        CALLS[name] += 1
+        if STOP_AT.get(name) == CALLS[name]:
+            raise Cut(name)
+        weight = ctx.model.get_input_embeddings().weight
+        zeros = sum(int((m.weight == 0).sum()) for n, m in ctx.model.named_modules() if n.endswith("up_proj"))
+        return {"zeros": float(zeros), "norm": float(weight.float().norm())}
+
+    return probe
+
+
+first = register_probe("resume_first", kind="math", replace=True)(_probe("first"))
+second = register_probe("resume_second", kind="nonmath", replace=True)(_probe("second"))
+TASKS = "eval.tasks=[resume_first,resume_second]"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counts():
+    CALLS.clear()
+    STOP_AT.clear()
+    yield
+
+
+def point(tiny_dir, cache, *more):
+    return OmegaConf.to_object(compose_cfg([*base_overrides(tiny_dir, cache), "logger=none", "eval=quick", TASKS,
+                                            "top_k=0.2", *more]))
+
+
+def test_a_point_cut_during_its_edited_evaluation_resumes_with_the_finished_tasks(tiny_dir, tmp_path):
+    whole = run_point(point(tiny_dir, tmp_path / "ref-cache"), tmp_path / "reference")
+    CALLS.clear()
+    STOP_AT["second"] = 2  # baseline: first, second; edited: first, then cut in second
+    out = tmp_path / "point"
+    with pytest.raises(Cut):
+        run_point(point(tiny_dir, tmp_path / "cache"), out)
+    [kept] = list((out / PARTIAL_DIR).glob("edited-*/*.json"))
+    assert json.loads(kept.read_text())["task"] == "resume_first"
+    assert json.loads((out / ATTEMPTS_FILE).read_text())["attempts"][0]["pid"]
+    assert not (out / "results.json").exists()
+
+    res = run_point(point(tiny_dir, tmp_path / "cache"), out)
+    assert CALLS == {"first": 2, "second": 3}  # the edit's first task was not evaluated again
+    assert res["attempts"] == 2 and res["resumed"] == {"edited_tasks": ["resume_first"]}
+    assert res["metrics"] == whole["metrics"] and res["baseline_metrics"] == whole["baseline_metrics"]
+    assert not (out / PARTIAL_DIR).exists() and not (out / ATTEMPTS_FILE).exists()  # nothing partial left
+    assert json.loads((out / "results.json").read_text())["attempts"] == 2
+
+
+def test_a_point_cut_during_its_baseline_resumes_with_the_finished_baseline_tasks(tiny_dir, tmp_path):
+    STOP_AT["second"] = 1  # cut in the baseline's second task
+    cache, out = tmp_path / "cache", tmp_path / "point"
+    with pytest.raises(Cut):
+        run_point(point(tiny_dir, cache), out)
+    assert len(list((cache / "statistics" / "baselines").glob("*.tasks/*.json"))) == 1
+    res = run_point(point(tiny_dir, cache), out)
+    assert CALLS == {"first": 2, "second": 3}  # baseline first read back; second, then the edit's two
+    assert res["resumed"] == {"baseline_tasks": ["resume_first"]} and res["attempts"] == 2
+    assert not list((cache / "statistics" / "baselines").glob("*.tasks"))  # the baseline is stored whole
+
+
+def test_kept_results_of_one_edit_are_never_used_for_another(tiny_dir, tmp_path):
+    STOP_AT["second"] = 2
+    cache, out = tmp_path / "cache", tmp_path / "point"
+    with pytest.raises(Cut):
+        run_point(point(tiny_dir, cache), out)
+    res = run_point(point(tiny_dir, cache, "top_k=0.3"), out)  # another edit, same run directory
+    assert CALLS == {"first": 3, "second": 3}  # its first task was evaluated, not read back
+    assert "resumed" not in res and res["attempts"] == 2
+
+
+def test_a_damaged_kept_result_is_evaluated_again(tiny_dir, tmp_path, caplog):
+    STOP_AT["second"] = 2
+    cache, out = tmp_path / "cache", tmp_path / "point"
+    with pytest.raises(Cut):
+        run_point(point(tiny_dir, cache), out)
+    [kept] = list((out / PARTIAL_DIR).glob("edited-*/*.json"))
+    kept.write_text(kept.read_text()[:40])
+    with caplog.at_level(logging.WARNING, logger="mathneuro"):
+        res = run_point(point(tiny_dir, cache), out)
+    assert "is damaged or does not match" in caplog.text
+    assert CALLS == {"first": 3, "second": 3} and "resumed" not in res
+
+
+def test_the_edit_key_covers_every_selected_weight_the_scalar_and_the_eval(tiny_dir):
+    masks = {"a": torch.zeros(4, 6, dtype=torch.bool), "b": torch.ones(3, dtype=torch.bool)}
+    base = Selection(masks=dict(masks), method="m")
+    flipped = {**masks, "a": masks["a"].clone()}
+    flipped["a"][2, 5] = True
+    neurons = Selection(masks=dict(masks), neurons={"mlp": torch.tensor([1, 4])}, method="m")
+    key = edit_key({"model": "x"}, "eval", [2], base, 0.0, False)
+    assert selection_digest(base) == selection_digest(Selection(masks=dict(masks), method="other name"))
+    others = [edit_key({"model": "y"}, "eval", [2], base, 0.0, False), edit_key({"model": "x"}, "eval2", [2], base, 0.0, False),
+              edit_key({"model": "x"}, "eval", [2, 7], base, 0.0, False),
+              edit_key({"model": "x"}, "eval", [2], Selection(masks=flipped), 0.0, False),
+              edit_key({"model": "x"}, "eval", [2], neurons, 0.0, False),
+              edit_key({"model": "x"}, "eval", [2], base, 1.5, False), edit_key({"model": "x"}, "eval", [2], base, 0.0, True)]
+    assert len({key, *others}) == 1 + len(others)
+
+
+def test_cluster_info_reads_slurms_job_and_array_ids():
+    assert cluster_info({}) is None
+    env = {"SLURM_JOB_ID": "17", "SLURM_ARRAY_JOB_ID": "15", "SLURM_ARRAY_TASK_ID": "2", "SLURM_RESTART_COUNT": "3",
+           "SLURM_JOB_NAME": "mathneuro", "SLURM_JOB_PARTITION": "gpu", "SLURMD_NODENAME": "n1"}
+    assert cluster_info(env) == {"scheduler": "slurm", "job_id": "17", "array_job_id": "15", "array_task_id": "2",
+                                 "job_name": "mathneuro", "partition": "gpu", "node": "n1", "restart_count": 3}
+    assert cluster_info({"SLURM_JOB_ID": "5"}) == {"scheduler": "slurm", "job_id": "5", "restart_count": 0}
