@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-unit test-integration test-slow lint bench claims run clean
+.PHONY: install test test-unit test-integration test-slow test-slurm lint bench claims run clean
 
 install: $(STAMP)
 
@@ -16,17 +16,22 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) install -q -c constraints.txt -e '.[dev,launchers]'
 	touch $(STAMP)
 
-test: install  # unit + integration: everything but slow
-	$(PY) -m pytest -q -m "not slow"
+test: install  # unit + integration: everything but slow and slurm
+	$(PY) -m pytest -q -m "not slow and not slurm"
 
 test-unit: install
 	$(PY) -m pytest -q -m "unit and not slow"
 
 test-integration: install
-	$(PY) -m pytest -q -m "integration and not slow"
+	$(PY) -m pytest -q -m "integration and not slow and not slurm"
 
 test-slow: install
 	$(PY) -m pytest -q -m slow
+
+# Starts a real single-node SLURM cluster (installs slurm-wlm and munge with apt when missing: root),
+# runs sweeps on it through hydra/launcher=slurm, stops its daemons. See tests/slurm/cluster.py.
+test-slurm: install
+	$(PY) -m pytest -q -m slurm tests/slurm --durations=0
 
 lint: install
 	$(VENV)/bin/ruff check src tests experiments

@@ -14,9 +14,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Test tiers: a test is ``unit`` unless marked ``integration`` or ``slow`` (``make test-unit``)."""
+    """Test tiers: a test is ``unit`` unless marked ``integration``, ``slow`` or ``slurm`` (``make test-unit``)."""
     for item in items:
-        if item.get_closest_marker("integration") is None and item.get_closest_marker("slow") is None:
+        if not any(item.get_closest_marker(tier) for tier in ("integration", "slow", "slurm")):
             item.add_marker(pytest.mark.unit)
 
 
