@@ -425,8 +425,8 @@ def test_a_point_evaluates_its_edit_first_while_another_process_evaluates_the_ba
     evaluator = bench.evaluator(cfg.eval)
     evaluate, finished = evaluator.evaluate, []
 
-    def evaluate_then_let_the_other_finish():
-        metrics = evaluate()
+    def evaluate_then_let_the_other_finish(*args, **kwargs):
+        metrics = evaluate(*args, **kwargs)
         if not finished:
             finished.append(_finish_baseline_elsewhere(bench, key, lock, planted, delay=0.5))
         return metrics

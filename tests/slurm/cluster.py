@@ -89,6 +89,7 @@ def slurm_conf(root: Path, node: str, cpus: int, memory_mb: int, ports: tuple[in
         "SwitchType=switch/none",
         "MpiDefault=none",
         "SchedulerType=sched/backfill",
+        "SchedulerParameters=sched_interval=2,bf_interval=2",  # a requeued job starts once eligible, not a minute on
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         "ReturnToService=2",

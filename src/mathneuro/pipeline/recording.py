@@ -54,6 +54,8 @@ class WandbRun:
             _online_unavailable = reason
             self.offline_fallback = True
             init_kwargs["mode"] = "offline"
+            init_kwargs.pop("resume", None)  # the failed online start keeps its run id: the fallback gets its own
+            init_kwargs.pop("id", None)
             try:
                 self.run = self._init(init_timeout, init_kwargs)
             except Exception as exc2:
