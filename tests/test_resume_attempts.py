@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections import Counter
 
 import pytest
@@ -17,6 +18,7 @@ from mathneuro.selection import Selection
 from omegaconf import OmegaConf
 
 from mathneuro.evaluation.probe_registry import register_probe
+from mathneuro.evaluation.task_store import TaskStore
 from tests.test_runner import base_overrides, compose_cfg
 
 pytestmark = pytest.mark.integration  # run_point end to end, files on disk
@@ -136,3 +138,13 @@ def test_cluster_info_reads_slurms_job_and_array_ids():
     assert cluster_info(env) == {"scheduler": "slurm", "job_id": "17", "array_job_id": "15", "array_task_id": "2",
                                  "job_name": "mathneuro", "partition": "gpu", "node": "n1", "restart_count": 3}
     assert cluster_info({"SLURM_JOB_ID": "5"}) == {"scheduler": "slurm", "job_id": "5", "restart_count": 0}
+
+
+def test_a_kept_task_result_reads_back_as_it_was_nan_included(tmp_path):
+    store = TaskStore(tmp_path / "kept", "key-1")
+    store.save("ppl", {"values": {"ppl": float("nan"), "acc": 0.25}, "subtasks": {"a": {"acc": float("nan")}},
+                       "samples": {}, "num_examples": 4, "seconds": 1.5})
+    kept = TaskStore(tmp_path / "kept", "key-1").load("ppl")
+    assert kept["values"]["acc"] == 0.25 and math.isnan(kept["values"]["ppl"]) and math.isnan(kept["subtasks"]["a"]["acc"])
+    assert TaskStore(tmp_path / "kept", "key-2").load("ppl") is None  # another evaluation's key: a miss
+    assert TaskStore(tmp_path / "kept", "key-1").load("mc") is None

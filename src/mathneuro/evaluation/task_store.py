@@ -60,6 +60,10 @@ class TaskStore:
                         path, reason, task)
             return None
         self.reused.append(task)
+        nan = float("nan")  # JSON has no NaN: it was written as null
+        result["values"] = {k: nan if v is None else v for k, v in values.items()}
+        result["subtasks"] = {sub: {k: nan if v is None else v for k, v in vals.items()}
+                              for sub, vals in (result.get("subtasks") or {}).items()}
         return result
 
     def save(self, task: str, result: dict[str, Any]) -> None:
