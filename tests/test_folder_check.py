@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from mathneuro.config import ConfigError
-from mathneuro.preflight import check_model_source
-from mathneuro.tiny import tiny_model
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mathneuro.models.folder_check import folder_problem
+from mathneuro.models.tiny import tiny_model
+from mathneuro.pipeline.config import ConfigError
+from mathneuro.pipeline.preflight import check_model_source
 from tests.test_failures import error_line, write_gguf
 from tests.test_runner import cli
 

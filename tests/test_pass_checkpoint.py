@@ -10,13 +10,13 @@ import signal
 
 import pytest
 import torch
-from mathneuro.cache import StatisticsCache, cached_statistics
-from mathneuro.pass_checkpoint import PassCheckpoint
-from mathneuro.signals import checkpoint_on_sigterm, checkpoint_requested, request_checkpoint
-from mathneuro.targets import base_model
-from mathneuro.tiny import tiny_model
 
-from mathneuro.statistics import collect_statistics, length_sorted_batches, tokenize
+from mathneuro.models.targets import base_model
+from mathneuro.models.tiny import tiny_model
+from mathneuro.statistics.cache import StatisticsCache, cached_statistics
+from mathneuro.statistics.checkpoint import PassCheckpoint
+from mathneuro.statistics.passes import collect_statistics, length_sorted_batches, tokenize
+from mathneuro.util.signals import checkpoint_on_sigterm, checkpoint_requested, request_checkpoint
 
 KINDS = ("linear_inputs", "lape")
 BATCH = 4
@@ -180,8 +180,8 @@ def test_the_cache_resumes_a_cut_pass_records_it_and_then_drops_the_checkpoint(t
     handle, calls = watch(model, lambda i: None)
     stats, keys = cached(StatisticsCache(tmp_path / "cache"), sources, resumed)
     handle.remove()
-    assert sources == {"linear_inputs": "computed", "lape": "computed"}
-    assert resumed == {"linear_inputs": 5, "lape": 5} and len(calls) == num_batches(tok) - 5
+    assert sources == {"linear_inputs": "computed", "activation_counts": "computed"}
+    assert resumed == {"linear_inputs": 5, "activation_counts": 5} and len(calls) == num_batches(tok) - 5
     assert_identical(stats, whole)
     assert not partial[0].exists()  # the entries are stored: the checkpoint is gone
     assert len(list((tmp_path / "cache").glob("*.safetensors"))) == 2

@@ -11,14 +11,14 @@ from collections import Counter
 
 import pytest
 import torch
-from mathneuro.attempts import ATTEMPTS_FILE, PARTIAL_DIR, edit_key, selection_digest
-from mathneuro.cluster import cluster_info
-from mathneuro.runner import run_point
-from mathneuro.selection import Selection
 from omegaconf import OmegaConf
 
 from mathneuro.evaluation.probe_registry import register_probe
 from mathneuro.evaluation.task_store import TaskStore
+from mathneuro.methods.selection import Selection
+from mathneuro.pipeline.attempts import ATTEMPTS_FILE, PARTIAL_DIR, edit_key, selection_digest
+from mathneuro.pipeline.cluster import cluster_info
+from mathneuro.pipeline.runner import run_point
 from tests.test_runner import base_overrides, compose_cfg
 
 pytestmark = pytest.mark.integration  # run_point end to end, files on disk

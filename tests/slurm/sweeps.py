@@ -12,10 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from mathneuro.tiny import byte_tokenizer, tiny_config
 from transformers import AutoModelForCausalLM
 
-from mathneuro.statistics import collect_statistics
+from mathneuro.models.tiny import byte_tokenizer, tiny_config
+from mathneuro.statistics.passes import collect_statistics
 
 BATCH, MAX_LENGTH = 4, 128  # small batches: frequent boundaries to checkpoint at
 REPO = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 (``scontrol requeue``, preemption, ``scancel``), becomes a request to save a checkpoint at once.
 
 :func:`request_checkpoint` sets a flag that a running statistics pass reads at its next batch boundary
-(:func:`checkpoint_requested`, see :mod:`mathneuro.pass_checkpoint`); :func:`checkpoint_on_sigterm`
+(:func:`checkpoint_requested`, see :mod:`mathneuro.statistics.checkpoint`); :func:`checkpoint_on_sigterm`
 installs a SIGTERM handler that sets it, then hands the signal to the handler installed before (in a
 submitit job: submitit's, which logs it and lets the job run on until SLURM's kill). Standard library
 only, so the CLI can import it without torch.
