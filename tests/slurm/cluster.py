@@ -188,8 +188,34 @@ class SlurmCluster:
                               env={**os.environ, **self.env})
 
     def scontrol(self, *args: str) -> str:
-        """``scontrol <args>`` against this cluster; its stdout."""
-        return self._run(["scontrol", *args]).stdout
+        """``scontrol <args>`` against this cluster; its stdout (a failure names scontrol's own message)."""
+        done = self._run(["scontrol", *args], check=False)
+        if done.returncode != 0:
+            raise AssertionError(f"scontrol {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()} "
+                                 f"{done.stdout.strip()}; jobs: {self.jobs()}")
+        return done.stdout
+
+    def requeue(self, job_id: str, timeout: float = 60.0) -> None:
+        """``scontrol requeue`` a running job, as preemption does; retried while slurmctld calls the job in
+        transition (e.g. its previous attempt still completing on a quick machine)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            done = self._run(["scontrol", "requeue", job_id], check=False)
+            if done.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"scontrol requeue {job_id} failed ({done.returncode}): "
+                                     f"{done.stderr.strip()}; jobs: {self.jobs()}")
+            time.sleep(0.5)
+
+    def job(self, job_id: str) -> dict[str, str]:
+        """scontrol's fields of one job ({} when slurmctld no longer knows it)."""
+        return next((fields for fields in self.jobs() if fields.get("JobId") == job_id), {})
+
+    def running_attempt(self, job_id: str, restarts: int) -> bool:
+        """Whether job ``job_id`` runs now after exactly ``restarts`` requeues (its attempt ``restarts + 1``)."""
+        fields = self.job(job_id)
+        return fields.get("JobState") == "RUNNING" and fields.get("Restarts") == str(restarts)
 
     def signal(self, job: str, name: str) -> None:
         """Send signal ``name`` (e.g. ``USR2``, what SLURM sends before a time limit) to a job's steps."""

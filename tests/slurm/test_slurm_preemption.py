@@ -56,22 +56,29 @@ def mid_identification(proc, cache: Path) -> None:
     assert all(h.get("slurm_job") for h in lock_holders(stats / "locks"))  # a lock names the SLURM job holding it
 
 
-def mid_evaluation(proc, gate: Path) -> int:
-    """Wait until an evaluation is held at the gate (its first task, mc, kept); the pid of the job's process."""
-    entered = wait_for("the evaluation at the gate", lambda: list(gate.glob("entered-*")), proc, 600)
-    return int(entered[0].name.split("-")[1])
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def mid_evaluation(proc, gate: Path, cluster, job: str, restarts: int) -> int:
+    """Wait until attempt ``restarts + 1`` of ``job`` runs and its evaluation is held at the gate (its first
+    task, mc, kept); the pid of that attempt's process. An earlier attempt that reached the gate before SLURM
+    killed it (a quick machine finishes the pass within KillWait) left an ``entered`` file of a dead pid."""
+    wait_for(f"attempt {restarts + 1} of job {job}", lambda: cluster.running_attempt(job, restarts), proc, 300)
+
+    def held() -> list[int]:
+        return [pid for pid in (int(p.name.split("-")[1]) for p in gate.glob("entered-*")) if alive(pid)]
+
+    return wait_for("the evaluation at the gate", held, proc, 600)[0]
 
 
 def open_gate_once_gone(proc, gate: Path, pid: int) -> None:
     """Let the next attempt through the gate, once the attempt held there (process ``pid``) is gone."""
-    def gone() -> bool:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        return False
-
-    wait_for(f"the end of process {pid}", gone, proc, 120)
+    wait_for(f"the end of process {pid}", lambda: not alive(pid), proc, 120)
     (gate / "open").touch()
 
 
@@ -96,7 +103,7 @@ def test_a_point_requeued_mid_identification_and_mid_evaluation_resumes_and_comp
     evaluation is cut here (no baseline); the timeout test below cuts the baseline's."""
     sweep, cache, gate = tmp_path / "sweep", tmp_path / "cache", tmp_path / "gate"
     gate.mkdir()
-    num_samples = samples_outlasting(3, fastest_batch_s)
+    num_samples = samples_outlasting(6, fastest_batch_s)
     proc = start_sweep(slurm_cluster, [*launcher_args(slurm_cluster.partition),
                                        *point_args(medium_model, cache, sweep, num_samples), "baseline=false"],
                        tmp_path, {GATE_ENV: str(gate)})
@@ -104,10 +111,10 @@ def test_a_point_requeued_mid_identification_and_mid_evaluation_resumes_and_comp
     try:
         mid_identification(proc, cache)
         job = running_job(slurm_cluster)
-        slurm_cluster.scontrol("requeue", job)
-        pid = mid_evaluation(proc, gate)
+        slurm_cluster.requeue(job)
+        pid = mid_evaluation(proc, gate, slurm_cluster, job, 1)
         assert list(sweep.glob("*/.partial/edited-*/*.json"))  # mc is kept
-        slurm_cluster.scontrol("requeue", job)
+        slurm_cluster.requeue(job)
         open_gate_once_gone(proc, gate, pid)
         out = finish(proc, tmp_path, 900)
     finally:
@@ -129,7 +136,7 @@ def test_a_point_that_times_out_mid_identification_and_mid_evaluation_resumes_an
     it chooses), so the limit is set far off; SLURM's own timer: experiments/slurm_timeout_trial.py."""
     sweep, cache, gate = tmp_path / "sweep", tmp_path / "cache", tmp_path / "gate"
     gate.mkdir()
-    num_samples = samples_outlasting(3, fastest_batch_s)
+    num_samples = samples_outlasting(6, fastest_batch_s)
     proc = start_sweep(slurm_cluster, [
         *launcher_args(slurm_cluster.partition, timeout_min=10, signal_delay_s=60, max_num_timeout=3),
         *point_args(medium_model, cache, sweep, num_samples)], tmp_path, {GATE_ENV: str(gate)})
@@ -138,7 +145,7 @@ def test_a_point_that_times_out_mid_identification_and_mid_evaluation_resumes_an
         mid_identification(proc, cache)
         job = running_job(slurm_cluster)
         slurm_cluster.signal(job, "USR2")
-        pid = mid_evaluation(proc, gate)
+        pid = mid_evaluation(proc, gate, slurm_cluster, job, 1)
         assert list((cache / "statistics" / "baselines").glob("*.tasks/*.json"))  # the baseline's mc is kept
         slurm_cluster.signal(job, "USR2")
         open_gate_once_gone(proc, gate, pid)
