@@ -28,6 +28,7 @@ from mathneuro.locking import FileLock, LockTimeout
 from mathneuro.method_registry import resolve_method
 from mathneuro.methods import LAPE_SIZED
 from mathneuro.models.devices import describe_hardware
+from mathneuro.models.parameter_count import upstream_fractions
 from mathneuro.peak_memory import peak_memory_mb, reset_peak_memory
 from mathneuro.preflight import check_model_source, check_top_k, check_writable_dir, refuse_empty_selection
 from mathneuro.recording import (
@@ -271,6 +272,7 @@ def _run_claimed_point(cfg: Config, spec: Any, config_dict: dict, output_dir: Pa
         summary = selection.summary(num_scored=num_scored, num_parameters=num_parameters)
         summary["top_k"] = cfg.top_k
         summary.update(edited_weights(selection, bench.model, num_parameters))
+        summary.update(upstream_fractions(summary, bench.model, cfg.model.tied_embeddings_upstream))
         if selection.method == "lape":
             summary["lape"] = dict(selection.meta)  # the rule, candidates, kept, saturated (SPEC §4)
         elif isinstance(selection.meta.get("lape"), dict):  # random_neurons: the LAPE selection it is sized by
