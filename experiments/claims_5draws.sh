@@ -7,11 +7,15 @@
 # a bad stage name or a bad point stops before anything runs):
 #   prune15         pruning at K = 15 %: mathneuro and random (M's per-matrix counts), filters $FILTERS (race mmlu),
 #                   draws $DRAWS (0..4), on GSM8K test (first $GSM8K), RACE-high test (first $RACE articles) and MMLU
-#                   test ($MMLU per subject); then $EXTRA_METHODS (none; e.g. wanda,random_wanda,lape,random_neurons)
-#                   with the RACE filter                                                -> $ROOT/prune15/<filter>
-#   generalisation  M from GSM8K train against $GEN_FILTER (race), K = 15 %, pruned, and random, draws $GEN_DRAWS, on
+#                   test ($MMLU per subject)                                            -> $ROOT/prune15/<filter>
+#   prune15x        the plan's other methods at K = 15 %, RACE filter, draws $DRAWS, same tasks: $EXTRA_METHODS
+#                   (wanda,random_wanda,lape,random_neurons: each with its own-size random reference) -> $ROOT/prune15x/race
+#   generalisation  M from GSM8K train against $GEN_FILTER (mmlu), K = 15 %, pruned, and random, draws $GEN_DRAWS, on
 #                   MATH (minerva_math, $GEN_MATH per subject x 7, judged by math_answers_equal: math_verify), MathQA,
-#                   EGSM; HellaSwag, PIQA, WinoGrande, WikiText, MuTual (limits below)  -> $ROOT/generalisation
+#                   EGSM; HellaSwag, PIQA, WinoGrande, MuTual (limits below)      -> $ROOT/generalisation/tasks
+#                   then WikiText (the first $GEN_WIKITEXT articles) in a multirun of its own: rolling log-likelihood
+#                   windows of eval.max_length 2048 tokens at eval.batch_size 1 (lm-eval's full-vocabulary log-softmax
+#                   over 8 windows of a 32k context took 17 GB and was killed)   -> $ROOT/generalisation/wikitext
 #   prune5          the prune15 stage at K = 5 %                                          -> $ROOT/prune5/<filter>
 #   search          K and s searched together for mathneuro ($SEARCH_FILTER, draw $SEARCH_DRAW) on a validation split of
 #                   GSM8K *train* questions drawn by no identification draw (scaling_search.py validation; $VAL_N
@@ -29,7 +33,7 @@
 #                   then experiments/claim4_size.py -> $RESULTS/claim4_size.{json,md}  -> $ROOT/claim4
 #   pilot           one point of each kind at a few examples (timings for the budget)  -> $ROOT/pilot/*
 #   check           validate every point of every stage above (check_points.py; no model loads) and stop
-#   governed        prune15, generalisation, prune5, search, search_test, scale, one after the other (plan order)
+#   governed        prune15, generalisation, prune5, search, search_test, scale, prune15x, one after the other
 #   report          mathneuro-report of every stage folder into $RESULTS/<stage>; the search trace into
 #                   $RESULTS/search/trace.{md,csv}
 # Environment (defaults): MODEL (qwen2_5_coder_1_5b) GGUF (qwen2.5-coder-1.5b) MODELS (/root/.cache/mathneuro-models)
@@ -37,20 +41,21 @@
 #   converted model, statistics, baselines) RESULTS (experiments/results/claims_5draws) DTYPE (bfloat16: this CPU has
 #   avx512_bf16; GSM8K runs 3.2x faster than in float32) N (100 samples per set) DRAWS (0,1,2,3,4) FILTERS ("race mmlu")
 #   GSM8K (300) RACE (300 articles) MMLU (10 per subject: 570)
-#   EXTRA_METHODS () GEN_FILTER (mmlu) GEN_DRAWS ($DRAWS) GEN_MATH (20 per subject: 140) GEN_MATHQA (300) GEN_EGSM (150) GEN_HELLASWAG (300)
-#   GEN_PIQA (300) GEN_WINOGRANDE (300) GEN_WIKITEXT (20 articles) GEN_MUTUAL (300)
+#   EXTRA_METHODS (wanda,random_wanda,lape,random_neurons) GEN_FILTER (mmlu) GEN_DRAWS ($DRAWS) GEN_MATH (72 per subject:
+#   504; the plan's MATH-500 has no data here, math/test.jsonl is the full MATH test) GEN_MATHQA (500) GEN_EGSM (300)
+#   GEN_HELLASWAG (500) GEN_PIQA (500) GEN_WINOGRANDE (500) GEN_MUTUAL (500) GEN_WIKITEXT (62: every article)
 #   SEARCH (grid) TRIALS (30) STARTUP (10) GRID_K (0.01,0.025,0.05,0.1,0.15) GRID_S (1.02,1.05,1.1,1.2,1.3) SEARCH_FILTER (mmlu)
 #   SEARCH_DRAW (0) VAL_SIZE (200: the first 200 GSM8K train questions in file order that draws $VAL_EXCLUDE (the search's
 #   draw) did not sample) VAL_N (all of them) VAL_FILE ($CACHE/data/gsm8k_val_first200_excl0.jsonl) MC_VAL (285: all of MMLU dev)
-#   TEST_DRAWS ($DRAWS) SCALE_MATH (20 per subject) SCALE_FILTERS (mmlu)
+#   TEST_DRAWS ($DRAWS) SCALE_MATH (72 per subject: 504) SCALE_FILTERS (mmlu)
 #   OMP_NUM_THREADS as usual (2 here). CHECK_ONLY=1: validate the stage's points and stop.
 # Budget (measured on this CPU: /work/notes/budget.md and experiments/README.md, "Issue 32: budget").
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 source experiments/lib.sh
-STAGES=(prune15 generalisation prune5 search search_test scale claim4 pilot check governed report)
-GOVERNED=(prune15 generalisation prune5 search search_test scale)
+STAGES=(prune15 generalisation prune5 search search_test scale prune15x claim4 pilot check governed report)
+GOVERNED=(prune15 generalisation prune5 search search_test scale prune15x)
 usage="usage: claims_5draws.sh STAGE [overrides]   (STAGE: ${STAGES[*]})"
 stage=${1:?$usage}
 shift
@@ -92,14 +97,16 @@ common=(model="$model" model.name_or_path="$weights" model.dtype="$DTYPE" model.
 # the core claims: GSM8K test (8-shot CoT), RACE-high test, MMLU test (0-shot; the limit is per subject)
 core_eval=(eval=paper 'eval.tasks=[gsm8k_cot,race,mmlu]' eval.limits.gsm8k_cot="$GSM8K" eval.limits.race="$RACE"
            eval.limits.mmlu="$MMLU")
-gen_eval=(eval=generalisation 'eval.tasks=[minerva_math,mathqa,egsm,hellaswag,piqa,winogrande,wikitext,mutual]'
-          eval.limits.minerva_math="${GEN_MATH:-20}" eval.limits.mathqa="${GEN_MATHQA:-300}" eval.limits.egsm="${GEN_EGSM:-150}"
-          eval.limits.hellaswag="${GEN_HELLASWAG:-300}" eval.limits.piqa="${GEN_PIQA:-300}"
-          eval.limits.winogrande="${GEN_WINOGRANDE:-300}" eval.limits.wikitext="${GEN_WIKITEXT:-20}"
-          eval.limits.mutual="${GEN_MUTUAL:-300}")
+gen_eval=(eval=generalisation 'eval.tasks=[minerva_math,mathqa,egsm,hellaswag,piqa,winogrande,mutual]'
+          eval.limits.minerva_math="${GEN_MATH:-72}" eval.limits.mathqa="${GEN_MATHQA:-500}" eval.limits.egsm="${GEN_EGSM:-300}"
+          eval.limits.hellaswag="${GEN_HELLASWAG:-500}" eval.limits.piqa="${GEN_PIQA:-500}"
+          eval.limits.winogrande="${GEN_WINOGRANDE:-500}" eval.limits.mutual="${GEN_MUTUAL:-500}")
+# WikiText apart: one 2048-token window at a time (a window's log-softmax over 152k tokens is 1.2 GB in float32)
+ppl_eval=(eval=generalisation 'eval.tasks=[wikitext]' eval.limits.wikitext="${GEN_WIKITEXT:-62}" eval.batch_size=1
+          eval.max_length=2048)
 # scaling tests: the core tasks and MATH (claim 3's two math tests, and its "non-math unchanged")
 scale_eval=(eval=paper 'eval.tasks=[gsm8k_cot,minerva_math,race,mmlu]' eval.limits.gsm8k_cot="$GSM8K"
-            eval.limits.minerva_math="${SCALE_MATH:-20}" eval.limits.race="$RACE" eval.limits.mmlu="$MMLU")
+            eval.limits.minerva_math="${SCALE_MATH:-72}" eval.limits.race="$RACE" eval.limits.mmlu="$MMLU")
 # the search's validation: held-out GSM8K train questions (gsm8k_gen = gsm8k_cot on that file), MMLU dev as the constraint
 set_val_eval() {  # set_val_eval QUESTIONS MC_QUESTIONS
   val_eval=(eval=probes 'eval.tasks=[gsm8k_gen,mc]' eval.gsm8k_gen.file="$VAL_FILE" eval.limits.gsm8k_gen="$1"
@@ -138,9 +145,6 @@ prune_stage() {  # prune_stage K FOLDER
     sweep $(filter_of "$f") "${core_eval[@]}" top_k="$1" seed="$DRAWS" method=mathneuro,random \
           hydra.sweep.dir="$root/$2/$f"
   done
-  if [ "$1" = 0.15 ] && [ -n "${EXTRA_METHODS:-}" ]; then  # the plan's other methods, each with its own-size reference
-    sweep "${race[@]}" "${core_eval[@]}" top_k="$1" seed="$DRAWS" method="$EXTRA_METHODS" hydra.sweep.dir="$root/$2/race"
-  fi
 }
 
 run_stage() {
@@ -148,10 +152,16 @@ run_stage() {
   case $stage in
     prune15) prune_stage 0.15 prune15 ;;
     prune5) prune_stage 0.05 prune5 ;;
+    prune15x)  # the plan's other methods at K = 15 %, RACE filter, each with its own-size random reference
+      sweep "${race[@]}" "${core_eval[@]}" top_k=0.15 seed="$DRAWS" \
+            method="${EXTRA_METHODS:-wanda,random_wanda,lape,random_neurons}" hydra.sweep.dir="$root/prune15x/race" ;;
     generalisation)
       # shellcheck disable=SC2046
       sweep $(filter_of "$GEN_FILTER") "${gen_eval[@]}" top_k=0.15 seed="$GEN_DRAWS" method=mathneuro,random \
-            hydra.sweep.dir="$root/generalisation" ;;
+            hydra.sweep.dir="$root/generalisation/tasks"
+      # shellcheck disable=SC2046
+      sweep $(filter_of "$GEN_FILTER") "${ppl_eval[@]}" top_k=0.15 seed="$GEN_DRAWS" method=mathneuro,random \
+            hydra.sweep.dir="$root/generalisation/wikitext" ;;
     search)
       validation_file
       if [ "$SEARCH" = tpe ]; then
@@ -194,24 +204,25 @@ run_stage() {
         for f in $FILTERS; do [ ! -d "$root/prune15/$f" ] || c4+=(--points "$root/prune15/$f"); done
         "$py" experiments/claim4_size.py "${c4[@]}" --out "$results/claim4_size"
       fi ;;
-    pilot)  # a few examples per task; the per-task seconds are in each point's log ("eval <task>: ... (x s)")
+    pilot)  # a few examples per task; the per-task seconds are in each point's cli.log ("eval <task>: ... (x s)")
       validation_file
-      # shellcheck disable=SC2046
-      sweep "${race[@]}" eval=paper 'eval.tasks=[gsm8k_cot,race,mmlu]' eval.limits.gsm8k_cot=8 eval.limits.race=8 \
-            eval.limits.mmlu=1 top_k=0.15 seed=0 method=mathneuro,random hydra.sweep.dir="$root/pilot/core"
-      sweep "${race[@]}" eval=generalisation 'eval.tasks=[minerva_math,mathqa,egsm,hellaswag,piqa,winogrande,wikitext,mutual]' \
+      sweep "${race[@]}" eval=generalisation 'eval.tasks=[minerva_math,mathqa,egsm,hellaswag,piqa,winogrande,mutual]' \
             eval.limits.minerva_math=2 eval.limits.mathqa=16 eval.limits.egsm=8 eval.limits.hellaswag=16 \
-            eval.limits.piqa=16 eval.limits.winogrande=16 eval.limits.wikitext=2 eval.limits.mutual=16 \
-            top_k=0.15 seed=0 method=mathneuro,random hydra.sweep.dir="$root/pilot/generalisation"
-      sweep "${mmlu[@]}" eval=none save_selection=true top_k=0.15 seed=0 method=mathneuro hydra.sweep.dir="$root/pilot/mmlu"
-      # shellcheck disable=SC2046
+            eval.limits.piqa=16 eval.limits.winogrande=16 eval.limits.mutual=16 \
+            top_k=0.15 seed=0 method=mathneuro hydra.sweep.dir="$root/pilot/generalisation"
+      sweep "${race[@]}" eval=generalisation 'eval.tasks=[wikitext]' eval.limits.wikitext=2 eval.batch_size=1 eval.max_length=2048 \
+            top_k=0.15 seed=0 method=mathneuro hydra.sweep.dir="$root/pilot/wikitext"
       set_val_eval 8 57
       sweep "${race[@]}" "${val_eval[@]}" intervention=scale top_k=0.05 intervention.scalar=1.1 \
-            seed=0 method=mathneuro hydra.sweep.dir="$root/pilot/search" ;;
+            seed=0 method=mathneuro hydra.sweep.dir="$root/pilot/search"
+      sweep "${race[@]}" eval=paper 'eval.tasks=[gsm8k_cot,race,mmlu]' eval.limits.gsm8k_cot=8 eval.limits.race=8 \
+            eval.limits.mmlu=1 top_k=0.15 seed=0 method=mathneuro,random hydra.sweep.dir="$root/pilot/core"
+      sweep "${mmlu[@]}" eval=none save_selection=true top_k=0.15 seed=0 method=mathneuro hydra.sweep.dir="$root/pilot/mmlu" ;;
     report)
       [ "$mode" = run ] || return 0
       local d found=0
-      for d in prune15/race prune15/mmlu prune5/race prune5/mmlu generalisation search search_test scale/race scale/mmlu; do
+      for d in prune15/race prune15/mmlu prune5/race prune5/mmlu prune15x/race generalisation/tasks generalisation/wikitext \
+               search search_test scale/race scale/mmlu; do
         [ -d "$root/$d" ] || continue
         found=1
         "$py" -m mathneuro.report_cli "$root/$d" --out "$results/$d"
