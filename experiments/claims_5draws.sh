@@ -134,8 +134,15 @@ validation_file() {
 }
 
 best_point() {  # "K S" of the search's best trial; before the search has run (check mode) a stand-in
-  if [ "$mode" = check ] && ! ls "$root/search"/*/results.json >/dev/null 2>&1; then echo "0.05 1.1"; return; fi
-  "$py" experiments/scaling_search.py best "$root/search" || die "no complete search trial under $root/search"
+  local expect=${TRIALS:-30}
+  if [ "$SEARCH" = grid ]; then  # every grid point: a second worker may still be running one
+    expect=$(( $(tr ',' '\n' <<<"${GRID_K:-0.01,0.025,0.05,0.1,0.15}" | wc -l) * $(tr ',' '\n' <<<"${GRID_S:-1.02,1.05,1.1,1.2,1.3}" | wc -l) ))
+  fi
+  if [ "$mode" = check ]; then  # before the search is complete, the point is checked at a stand-in (K, s)
+    "$py" experiments/scaling_search.py best "$root/search" --expect "$expect" 2>/dev/null || echo "0.05 1.1"
+    return
+  fi
+  "$py" experiments/scaling_search.py best "$root/search" --expect "$expect" || die "the search under $root/search is not complete"
 }
 
 prune_stage() {  # prune_stage K FOLDER
@@ -179,7 +186,9 @@ run_stage() {
         "$py" experiments/scaling_search.py trace "$root/search" --out "$root/search/trace.md" --csv "$root/search/trace.csv"
       fi ;;
     search_test)
-      read -r k s <<<"$(best_point)"
+      local bp
+      bp=$(best_point) || exit 2
+      read -r k s <<<"$bp"
       [ "$mode" = check ] || echo "search: best K = $k, s = $s on the validation questions" >&2
       if [ "$k" = 0.05 ] && [ "$s" = 1.1 ] && [[ " $SCALE_FILTERS " == *" $SEARCH_FILTER "* ]]; then
         [ "$mode" = check ] || echo "search_test: the best is the scale stage's point (K = 0.05, s = 1.1): nothing to add" >&2

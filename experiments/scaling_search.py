@@ -1,7 +1,7 @@
 """Issue 32's scaling search: its validation split, its trace and its best point.
 
     python experiments/scaling_search.py validation --data ../shared/data --out VAL.jsonl [--draws 0,1,2,3,4]
-    python experiments/scaling_search.py best SEARCH_DIR       # prints "TOP_K SCALAR" of the best trial
+    python experiments/scaling_search.py best SEARCH_DIR [--expect N]   # prints "TOP_K SCALAR" of the best trial
     python experiments/scaling_search.py trace SEARCH_DIR --out TRACE.md [--csv TRACE.csv]
 
 ``validation`` writes GSM8K *train* questions that no identification draw of ``--draws`` uses (the bootstrap
@@ -130,6 +130,7 @@ def main(argv: list[str]) -> int:
     v.add_argument("--seed", type=int, default=32)
     b = sub.add_parser("best")
     b.add_argument("folder")
+    b.add_argument("--expect", type=int, default=None, help="refuse (exit 2) while fewer trials are complete")
     t = sub.add_parser("trace")
     t.add_argument("folder")
     t.add_argument("--out", required=True)
@@ -143,7 +144,10 @@ def main(argv: list[str]) -> int:
             print(f"{args.out}: {meta['size']} GSM8K train questions, none of the {meta['excluded']} records "
                   f"drawn by seeds {draws} (N = {args.num_samples})")
         elif args.cmd == "best":
-            r = best(trials(Path(args.folder)))
+            rows = trials(Path(args.folder))
+            if args.expect is not None and len(rows) < args.expect:
+                raise ValueError(f"{args.folder}: {len(rows)} of {args.expect} trials complete; finish the search first")
+            r = best(rows)
             print(f"{round(float(r['top_k']), 4)} {round(float(r['scalar']), 4)}")
         else:
             rows = trials(Path(args.folder))

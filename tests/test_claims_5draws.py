@@ -99,6 +99,7 @@ def test_best_point_is_the_highest_objective_and_the_trace_keeps_the_run_order(t
     assert [r["trial"] for r in rows] == [0, 1, 2, 3]
     assert (search.best(rows)["top_k"], search.best(rows)["scalar"]) == (0.02, 1.2)
     assert search.main(["best", str(tmp_path)]) == 0
+    assert search.main(["best", str(tmp_path), "--expect", "5"]) == 2  # a trial still running: no best yet
     table = search.trace_markdown(rows)
     assert table.count("**best**") == 1 and "| 1 | 0.1 | 1.3 |" in table
 
