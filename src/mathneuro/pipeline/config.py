@@ -44,6 +44,9 @@ class ModelConfig:
     device: str = "auto"
     device_map: Optional[str] = None
     trust_remote_code: bool = False
+    # The upstream checkpoint ties lm_head to the input embeddings (its config's tie_word_embeddings), though the
+    # loaded copy (e.g. from a GGUF) may not: results then also give fractions of the upstream count. None: unknown.
+    tied_embeddings_upstream: Optional[bool] = None
 
 
 @dataclass

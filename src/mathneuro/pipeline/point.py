@@ -25,6 +25,7 @@ from mathneuro.evaluation.evaluator import Evaluator
 from mathneuro.methods.registry import resolve_method
 from mathneuro.methods.selection import Selection
 from mathneuro.methods.spec import MethodSpec
+from mathneuro.models.parameter_count import upstream_fractions
 from mathneuro.models.targets import mlp_widths, neuron_weight_counts
 from mathneuro.pipeline.config import Config
 from mathneuro.pipeline.workbench import Samples, Workbench, prepare_samples
@@ -175,6 +176,7 @@ class Point:
         summary = selection.summary(num_scored=num_scored, num_parameters=num_parameters)
         summary["top_k"] = self.cfg.top_k
         summary.update(edited_weights(selection, model, num_parameters))
+        summary.update(upstream_fractions(summary, model, self.cfg.model.tied_embeddings_upstream))
         summary["meta"] = jsonable(dict(selection.meta))
         if self.spec.summary is not None:
             summary.update(jsonable(self.spec.summary(selection)))

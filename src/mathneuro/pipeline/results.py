@@ -26,7 +26,9 @@ from mathneuro.methods.random import DEFAULT_REFERENCE  # noqa: E402,F401 (its h
 
 POINT_FIELDS = ("model", "task", "filter", "method", "top_k", "intervention", "scalar", "seed", "num_samples")
 SELECTION_FIELDS = ("num_selected", "num_scored", "num_parameters", "fraction_of_model", "fraction_of_scored",
-                    "num_weights_edited", "fraction_of_model_edited")  # the last two count a neuron as the weights it feeds
+                    "num_weights_edited", "fraction_of_model_edited",  # these two count a neuron as the weights it feeds
+                    # the upstream denominator, where model.tied_embeddings_upstream says the upstream ties lm_head
+                    "num_parameters_upstream", "fraction_of_model_upstream", "fraction_of_model_edited_upstream")
 SELECTION_COLUMNS = tuple(f"selection/{f}" for f in SELECTION_FIELDS)  # the runner's W&B summary names
 METRIC_SIDES = ("math/", "nonmath/")
 
