@@ -11,8 +11,8 @@ from mathneuro.models.parameter_count import (
     upstream_fractions,
     upstream_parameter_count,
 )
-from mathneuro.pipeline.runner import run_point
 from mathneuro.models.tiny import tiny_config, tiny_model
+from mathneuro.pipeline.runner import run_point
 from tests.test_runner import base_overrides, compose_cfg
 
 
