@@ -16,9 +16,11 @@ from omegaconf import OmegaConf
 from mathneuro.evaluation.probe_registry import register_probe
 from mathneuro.evaluation.task_store import TaskStore
 from mathneuro.methods.selection import Selection
+from mathneuro.models.targets import base_model
 from mathneuro.pipeline.attempts import ATTEMPTS_FILE, PARTIAL_DIR, edit_key, selection_digest
 from mathneuro.pipeline.cluster import cluster_info
 from mathneuro.pipeline.runner import run_point
+from mathneuro.pipeline.workbench import get_workbench
 from tests.test_runner import base_overrides, compose_cfg
 
 pytestmark = pytest.mark.integration  # run_point end to end, files on disk
@@ -148,3 +150,35 @@ def test_a_kept_task_result_reads_back_as_it_was_nan_included(tmp_path):
     assert kept["values"]["acc"] == 0.25 and math.isnan(kept["values"]["ppl"]) and math.isnan(kept["subtasks"]["a"]["acc"])
     assert TaskStore(tmp_path / "kept", "key-2").load("ppl") is None  # another evaluation's key: a miss
     assert TaskStore(tmp_path / "kept", "key-1").load("mc") is None
+
+
+def test_a_statistics_pass_resumed_by_an_attempt_cut_before_its_selection_stays_on_the_record(tiny_dir, tmp_path):
+    """Attempt 1 is cut in the math set's pass; attempt 2 resumes that pass from its checkpoint, finishes it
+    and is cut in the filter set's pass, before any selection; attempt 3 completes the point. The record
+    says that attempt 2 resumed the math set's statistics, though attempt 3 only read them from disk."""
+    cache, out = tmp_path / "cache", tmp_path / "point"
+    cfg = point(tiny_dir, cache, "num_samples=16", "checkpoint_every_s=0", "eval=none")
+    forwards = Counter()
+
+    def cut_when(ready):
+        def pre_hook(_module, _args, _kwargs):
+            forwards["n"] += 1
+            if ready():
+                raise Cut("statistics")
+        return pre_hook
+
+    model = get_workbench(cfg).model
+    entries = cache / "statistics"
+    for ready in (lambda: forwards["n"] == 3,  # after two of the math set's four batches were saved
+                  lambda: any(entries.glob("*.json"))):  # the math set's entry is stored: the filter's pass
+        forwards.clear()
+        handle = base_model(model).register_forward_pre_hook(cut_when(ready), with_kwargs=True)
+        try:
+            with pytest.raises(Cut):
+                run_point(cfg, out)
+        finally:
+            handle.remove()
+    res = run_point(cfg, out)
+    assert res["attempts"] == 3
+    [resumed] = res["resumed"]["statistics"]
+    assert resumed["dataset"] == cfg.task.name and resumed["attempt"] == 2 and resumed["resumed_batches"] == 2

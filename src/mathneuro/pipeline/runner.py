@@ -164,6 +164,7 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
         bench = point.bench
         bench.checkpoint_every_s = cfg.checkpoint_every_s
         bench.baseline_kept.clear()
+        bench.on_resumed = lambda entries: attempts.note("statistics", entries)
         if "activation_counts" in spec.needs:
             try:
                 find_mlp_activations(bench.model)
@@ -176,7 +177,6 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
         with point.stage("identification"):
             selection, stats_keys = point.select()
         stats_used = list(bench.used)  # where each entry came from: computed/memory/disk/waited
-        attempts.note("statistics", [s for s in stats_used if s.get("resumed_batches")])
         if selection.num_selected() == 0:  # editing nothing is never worth an evaluation
             refuse_empty_selection(cfg, spec, lambda k: point.select(top_k=k, progress=False)[0].num_selected(),
                                    point.target_shapes)
@@ -250,4 +250,6 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
         interrupted = True
         raise
     finally:
+        if point.bench is not None:
+            point.bench.on_resumed = None  # the workbench outlives this point; its attempts file does not
         wandb_run.finish(failed=failed, preempted=interrupted)

@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,9 @@ class Workbench:
     used: list = field(default_factory=list)  # {dataset, kind, key, source} of each statistics lookup
     checkpoint_every_s: float = DEFAULT_EVERY_S  # seconds between checkpoints of a statistics pass
     baseline_kept: list = field(default_factory=list)  # baseline tasks read back from an earlier attempt
+    # told at once of each statistics entry a pass completed from an earlier attempt's checkpoint, so that an
+    # attempt stopped before its selection is made still leaves that on the point's record
+    on_resumed: Callable[[list[dict]], None] | None = None
 
     def targets(self, method_cfg: Any) -> dict:
         """The linears a method config scores: its ``targets`` pattern, lm_head if ``include_lm_head``."""
@@ -98,8 +102,11 @@ class Workbench:
             progress=progress, desc=f"statistics [{samples.name}]", sources=sources,
             checkpoint_every_s=self.checkpoint_every_s, resumed=resumed,
         )
-        self.used.extend({"dataset": samples.name, "kind": kind, "key": keys[kind], "source": sources[kind]}
-                         | ({"resumed_batches": resumed[kind]} if kind in resumed else {}) for kind in kinds)
+        used = [{"dataset": samples.name, "kind": kind, "key": keys[kind], "source": sources[kind]}
+                | ({"resumed_batches": resumed[kind]} if kind in resumed else {}) for kind in kinds]
+        self.used.extend(used)
+        if resumed and self.on_resumed is not None:
+            self.on_resumed([entry for entry in used if "resumed_batches" in entry])
         return found, keys
 
     def select(self, method: Any, task: Samples, filters: list[Samples], *, top_k: float, seed: int,
