@@ -41,7 +41,7 @@ class SweepReport(Callback):
             log_report_to_wandb,
             write_report,
         )
-        from mathneuro.report.console import console_report  # the report package loads matplotlib
+        from mathneuro.report.console import console_report  # deferred: the report package loads matplotlib
 
         sweep = Path(config.hydra.sweep.dir)
         settings = config.get("report") or {}  # report.margin, report.families: paired.csv's verdicts
