@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16: the paper's claims (SPEC §6) on Qwen2.5-Coder-1.5B-Instruct, where RACE and MMLU can fail,
+# Issue 16: the paper's claims (docs/method.md#6-the-papers-claims) on Qwen2.5-Coder-1.5B-Instruct, where RACE and MMLU can fail,
 # with per-example records everywhere so that the report pairs every edit with the unedited model and
 # with random pruning/scaling of the same counts on the same examples (paired.csv, bootstrap intervals).
 #   bash experiments/claims_1p5b.sh STAGE [extra Hydra overrides for keys the script does not set]
