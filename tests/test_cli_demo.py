@@ -33,10 +33,10 @@ def test_help_names_mathneuro_says_what_it_does_and_lists_only_real_options(tmp_
     assert "powered by Hydra" not in out and "cli is" not in out
     assert "_schema" not in out  # the structured configs are no options to pick
     groups = {line.split(":")[0]: line.split(": ", 1)[1].split(", ") for line in out.splitlines()
-              if line.startswith(("model: ", "task: ", "filter: ", "eval: ", "logger: ", "intervention: "))}
+              if line.startswith(("model: ", "task: ", "filter: ", "method: ", "eval: ", "logger: ", "intervention: "))}
     assert groups["intervention"] == ["prune", "scale"] and groups["logger"] == ["none", "wandb"]
-    assert groups["task"] == sorted(p.stem for p in (ROOT / "conf" / "task").glob("*.yaml"))
-    assert "\nmethod: lape, mathneuro, random, random_neurons, random_wanda, wanda, wanda_row\n" in out
+    for group in ("model", "task", "filter", "method", "eval"):
+        assert groups[group] == sorted(p.stem for p in (ROOT / "conf" / group).glob("*.yaml")), group
     assert "top_k: 0.05" in out  # the composed config follows, with its defaults
     assert "docs/configuration.md" in out
 
