@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from mathneuro.cli import config_dir
-from mathneuro.config import Config
-from mathneuro.method_registry import METHODS
+from mathneuro.methods.registry import METHODS
+from mathneuro.pipeline.cli import config_dir
+from mathneuro.pipeline.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "configuration.md").read_text()
-GROUPS = ("model", "task", "filter", "method", "intervention", "eval", "logger", "experiment", "hparams_search",
+GROUPS = ("model", "task", "filter", "filters", "method", "intervention", "eval", "logger", "experiment", "hparams_search",
           "hydra/launcher")
 
 

@@ -10,7 +10,7 @@ import torch
 
 import mathneuro.data
 import mathneuro.models
-from mathneuro.tiny import tiny_model
+from mathneuro.models.tiny import tiny_model
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
