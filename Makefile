@@ -42,8 +42,8 @@ bench: install
 claims: install  # experiments/README.md's claims table, rebuilt from experiments/records (ANALYSIS_PLAN.md)
 	$(PY) experiments/claims.py --write
 
-run: install
-	$(PY) -m mathneuro
+run: install  # MathNeuro against random pruning of the same counts on the embedded demo, paired intervals
+	$(PY) -m mathneuro experiment=demo
 
 clean:
 	rm -rf $(VENV) outputs/* multirun

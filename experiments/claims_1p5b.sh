@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16: the paper's claims (SPEC §6) on Qwen2.5-Coder-1.5B-Instruct, where RACE and MMLU can fail,
+# Issue 16: the paper's claims (docs/method.md#6-the-papers-claims) on Qwen2.5-Coder-1.5B-Instruct, where RACE and MMLU can fail,
 # with per-example records everywhere so that the report pairs every edit with the unedited model and
 # with random pruning/scaling of the same counts on the same examples (paired.csv, bootstrap intervals).
 #   bash experiments/claims_1p5b.sh STAGE [extra Hydra overrides for keys the script does not set]
@@ -50,7 +50,7 @@
 # Environment (defaults): MODEL (qwen2_5_coder_1_5b) GGUF (qwen2.5-coder-1.5b) MODELS (/root/.cache/mathneuro-models)
 #   DATA (../shared/data) ROOT (outputs/sweeps/claims_1p5b) RESULTS (experiments/results/claims_1p5b)
 #   DTYPE (float32 without CUDA: a bf16 forward is ~6x slower on a CPU without bf16 units; bfloat16 with CUDA;
-#   on a CPU with avx512_bf16, DTYPE=bfloat16 ran GSM8K 3.2x faster: experiments/README.md, budget)
+#   on a CPU with avx512_bf16, DTYPE=bfloat16 ran GSM8K 3.2x faster: experiments/studies/claims_1p5b.md, budget)
 #   N (100) SEEDS (0,1) TOPK (0.15; 0.15,0.05 adds 5 %) MAXLEN (512) GSM8K (100) RACE (20) MMLU (5) ARITH (100)
 #   DE_N (1,10,$N) DE_FILTER (race) DIGITS (2) CORE_OPS (["*"]) CORE_ARITH (200) SCALARS (1.1; core_scaling_mmlu, core_gsm8k) TRIALS (8) SEARCH (mathneuro; "mathneuro random" searches random too) BF16_N (96) BF16_LEN (128)
 #   CACHE (cache_dir; default mathneuro's). Threads: OMP_NUM_THREADS as usual. CHECK_ONLY=1: validate the

@@ -49,7 +49,7 @@
 #   draw) did not sample) VAL_N (all of them) VAL_FILE ($CACHE/data/gsm8k_val_first200_excl0.jsonl) MC_VAL (285: all of MMLU dev)
 #   TEST_DRAWS ($DRAWS) SCALE_MATH (72 per subject: 504) SCALE_FILTERS (mmlu)
 #   OMP_NUM_THREADS as usual (2 here). CHECK_ONLY=1: validate the stage's points and stop.
-# Budget (measured on this CPU: /work/notes/budget.md and experiments/README.md, "Issue 32: budget").
+# Budget (measured on this CPU: /work/notes/budget.md and experiments/studies/claims_5draws.md, "Budget").
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."

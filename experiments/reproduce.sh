@@ -3,7 +3,7 @@
 #   bash experiments/reproduce.sh STAGE [extra Hydra overrides]
 # Another model of ../shared/models: MODEL=smollm2_135m GGUF=smollm2-135m ROOT=outputs/sweeps/reproduce_smollm2
 # (DIGITS=1: the grid's arithmetic probe with 1-digit operands, for models that cannot add 2 digits;
-#  append 'eval.arith.operations=["+"]' to drop subtraction, as experiments/README.md does for SmolLM2)
+#  append 'eval.arith.operations=["+"]' to drop subtraction, as experiments/studies/smollm2.md does)
 # Stages (each is a resumable multirun under $ROOT/<stage>; rerunning skips finished points):
 #   grid         top_k {0.1,1,5,10,15 %} x {mathneuro, wanda, random, lape} (RACE filter)
 #                + mathneuro with the MMLU filter, seeds 0,1,2 (bootstrap draws of N samples),

@@ -2,7 +2,7 @@
 
     .venv/bin/python experiments/summarise_reproduce.py outputs/sweeps/reproduce experiments/results/reproduce
 
-Writes ``tables.md`` (every table of experiments/README.md), ``grid_points.csv``, ``paper_tasks_points.csv`` and the
+Writes ``tables.md`` (every table of experiments/studies/reproduce_0.5b.md and smollm2.md), ``grid_points.csv``, ``paper_tasks_points.csv`` and the
 report's figures. Stages that have not run are skipped, partial stages are tabulated as far as
 they go (the tables say how many seeds each cell has).
 """

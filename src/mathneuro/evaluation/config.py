@@ -3,7 +3,7 @@
 Only primitives, optionals, lists of primitives and nested dataclasses, all with defaults, so
 that it can be stored in Hydra's ConfigStore. :meth:`EvalConfig.validate` checks what types
 cannot and raises ``ValueError`` with one line naming the key and the allowed values; it runs
-before any model loads. The defaults are the paper's evaluation (SPEC.md §5).
+before any model loads. The defaults are the paper's evaluation (docs/method.md#5-evaluation-in-the-paper).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class PerplexityConfig:
     max_length: int = 512
 
 
-# The per-task limits of the paper's evaluation (SPEC.md §5): GSM8K-CoT on 200 problems.
+# The per-task limits of the paper's evaluation (docs/method.md#5-evaluation-in-the-paper): GSM8K-CoT on 200 problems.
 DEFAULT_LIMITS: dict[str, Optional[float]] = {"gsm8k_cot": 200}
 
 

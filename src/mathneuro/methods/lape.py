@@ -82,7 +82,7 @@ def lape_selection(
     activation_bar: float = 0.95,
     share: str = "all",
 ) -> Selection:
-    """The math task's neurons by LAPE (Tang et al. 2024), SPEC §4.
+    """The math task's neurons by LAPE (Tang et al. 2024), docs/method.md#4-baselines.
 
     p[n, t] = share of task t's tokens with activation > 0. Candidates: neurons where some
     task's p exceeds the ``filter_rate`` quantile of all p; the others get entropy +inf. Keep

@@ -28,13 +28,20 @@ class MethodSettingsCheck(Callback):
 
 
 class SweepReport(Callback):
-    """Writes ``<sweep dir>/report/`` (CSV, markdown, figures) after every multirun; never fails the sweep."""
+    """Writes ``<sweep dir>/report/`` (CSV, markdown, figures) after every multirun; never fails the sweep.
+
+    ``echo``: also print the scores and paired differences (:func:`mathneuro.report.console.console_report`);
+    set by ``hydra.callbacks.sweep_report.echo=true`` (``experiment=demo`` does)."""
+
+    def __init__(self, echo: bool = False) -> None:
+        self.echo = echo
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from mathneuro.report import (  # deferred: matplotlib, at sweep end only
             log_report_to_wandb,
             write_report,
         )
+        from mathneuro.report.console import console_report  # deferred: the report package loads matplotlib
 
         sweep = Path(config.hydra.sweep.dir)
         settings = config.get("report") or {}  # report.margin, report.families: paired.csv's verdicts
@@ -44,6 +51,8 @@ class SweepReport(Callback):
             log.warning("sweep report not written: %s", exc)
             return
         log.info("sweep report: %s", sweep / "report")
+        if self.echo:
+            print(console_report(report))
         logger = config.get("logger", {})
         if logger.get("name") == "wandb" and logger.get("log_report", True):
             run = WandbRun(True, init_timeout=logger.get("init_timeout", 30.0), project=logger.get("project"),

@@ -168,13 +168,16 @@ def _check(cfg: Any) -> None:
     cfg.eval.validate()
 
 
+#: Schemas of single groups, for a user's own group file (``defaults: [/model_schema@_here_, _self_]``).
+GROUP_SCHEMAS = {"model_schema": ModelConfig, "dataset_schema": DatasetConfig,
+                 "intervention_schema": InterventionConfig, "eval_schema": EvalConfig, "logger_schema": LoggerConfig}
+
+
 def register_configs() -> None:
-    """Register the schema of the primary config and of every group in Hydra's ConfigStore."""
+    """Register the schema of the primary config (which types every group) and of each group in Hydra's
+    ConfigStore. They sit at its root, not in the groups, so that ``mathneuro --help`` lists only the
+    options a user picks from."""
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
-    cs.store(group="model", name="model_schema", node=ModelConfig)
-    cs.store(group="task", name="dataset_schema", node=DatasetConfig)
-    cs.store(group="filter", name="dataset_schema", node=DatasetConfig)
-    cs.store(group="intervention", name="intervention_schema", node=InterventionConfig)
-    cs.store(group="eval", name="eval_schema", node=EvalConfig)
-    cs.store(group="logger", name="logger_schema", node=LoggerConfig)
+    for name, node in GROUP_SCHEMAS.items():
+        cs.store(name=name, node=node)

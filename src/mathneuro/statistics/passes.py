@@ -3,10 +3,10 @@
 Two kinds, collected in one batched, padding-aware pass over the decoder (no LM head):
 
 - ``linear_inputs``: per scored linear and input column j, over samples s,
-  ``norm[j] = Σ_s ||X_s[:, j]||₂`` (MathNeuro, SPEC §1) and ``sq[j] = Σ_s Σ_t X_s[t, j]²``
+  ``norm[j] = Σ_s ||X_s[:, j]||₂`` (MathNeuro, docs/method.md#1-importance-of-a-weight) and ``sq[j] = Σ_s Σ_t X_s[t, j]²``
   (Wanda proper). Both are float32 whatever the model dtype.
 - ``activation_counts`` (old name ``lape``): per MLP activation module and neuron n, the number of real tokens on which the
-  activation output is > 0, plus the token count (LAPE, SPEC §4).
+  activation output is > 0, plus the token count (LAPE, docs/method.md#4-baselines).
 
 Statistics depend only on the model, the sample texts and ``max_length``: never on top-K,
 the scalar or the intervention, so they are computed once and cached (``mathneuro.statistics.cache``).
