@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from mathneuro import paired, report_cli
 from mathneuro.pipeline.config import ConfigError, validate
+from mathneuro.report import cli as report_cli
+from mathneuro.report import paired
 from tests.test_paired import GSM, RACE, lose, write_point, write_samples
 from tests.test_runner import compose_cfg
 

@@ -10,7 +10,7 @@ from typing import Any, Optional
 import torch
 
 from mathneuro.methods.mathneuro import MathNeuroConfig
-from mathneuro.methods.reference import sizing_config, sizing_methods, sizing_selection, sizing_uses_filters
+from mathneuro.methods.reference import sizing_config, sizing_counts, sizing_methods, sizing_uses_filters
 from mathneuro.methods.registry import register_method, spec_of
 from mathneuro.methods.selection import Selection
 from mathneuro.methods.spec import MethodInputs, MethodSpec
@@ -61,9 +61,9 @@ def random_selection(
 def random_method(inputs: MethodInputs, cfg: RandomConfig) -> Selection:
     """In every matrix as many weights as the reference method (``method.reference``) selects there,
     drawn with ``seed``: the reference's per-matrix size without its choice of weights."""
-    reference = sizing_selection(inputs, cfg, spec_of(random_method))
+    reference_counts, reference_meta = sizing_counts(inputs, cfg, spec_of(random_method))
     shapes = {n: w.shape for n, w in inputs.weights.items()}
-    sel = random_selection(shapes, reference.counts(), inputs.seed)
+    sel = random_selection(shapes, reference_counts, inputs.seed)
     sel.meta.update(top_k=inputs.top_k, reference=spec_of(random_method).sizing(cfg))
     return sel
 

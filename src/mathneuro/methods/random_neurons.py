@@ -10,7 +10,7 @@ from typing import Any, Optional
 import torch
 
 from mathneuro.methods.lape import LapeConfig
-from mathneuro.methods.reference import sizing_config, sizing_selection, sizing_uses_filters
+from mathneuro.methods.reference import sizing_config, sizing_counts, sizing_uses_filters
 from mathneuro.methods.registry import register_method, spec_of
 from mathneuro.methods.selection import Selection
 from mathneuro.methods.spec import MethodInputs
@@ -64,12 +64,12 @@ def _sized_by_summary(selection: Selection) -> dict:
 def random_neurons_method(inputs: MethodInputs, cfg: RandomNeuronsConfig) -> Selection:
     """In every MLP layer as many neurons as the reference method (``method.reference``, LAPE with the same
     settings by default) keeps there, drawn with ``seed``: a neuron-level method's size without its choice."""
-    reference = sizing_selection(inputs, cfg, spec_of(random_neurons_method))  # lape warns when saturated
+    reference_counts, reference_meta = sizing_counts(inputs, cfg, spec_of(random_neurons_method))  # lape warns when saturated
     counts = inputs.task["activation_counts"]
     widths = {m: counts.get(m, "positive").numel() for m in counts.modules()}
-    sel = random_neuron_selection(widths, reference.counts(), inputs.seed)
+    sel = random_neuron_selection(widths, reference_counts, inputs.seed)
     sized_by = spec_of(random_neurons_method).sizing(cfg)
-    sel.meta.update(reference=sized_by, reference_meta=dict(reference.meta))
+    sel.meta.update(reference=sized_by, reference_meta=dict(reference_meta))
     if sized_by == "lape":
-        sel.meta["lape"] = dict(reference.meta)  # where 0.1 kept it
+        sel.meta["lape"] = dict(reference_meta)  # where 0.1 kept it
     return sel

@@ -10,6 +10,7 @@ the settings the two configs share pass through.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from mathneuro.methods.registry import METHODS, resolve_method
@@ -70,13 +71,49 @@ def sizing_config(cfg: Any, spec_of_reference: MethodSpec, key: str = "method") 
 def sizing_selection(inputs: MethodInputs, cfg: Any, spec_of_reference: MethodSpec) -> Selection:
     """The selection of the method sizing ``cfg`` (see :func:`sizing_config`), on the same inputs."""
     spec, sized_cfg = sizing_config(cfg, spec_of_reference)
-    sized_inputs = inputs if spec.uses_filters and sized_cfg.uses_filters() else dataclasses.replace(inputs, filters=[])
-    selection = spec(sized_inputs, sized_cfg)
-    wrong = selection.neurons if spec_of_reference.unit == "weights" else selection.masks
-    if wrong:
-        raise ValueError(f"method.reference={spec.name!r} selected {'neurons' if selection.neurons else 'weights'}; "
-                         f"{spec_of_reference.name} matches {spec_of_reference.unit} counts only")
+    selection = spec(_sizing_inputs(inputs, spec, sized_cfg), sized_cfg)
+    _check_unit(spec.name, "neurons" if selection.neurons else "weights", spec_of_reference)
     return selection
+
+
+def sizing_counts(inputs: MethodInputs, cfg: Any, spec_of_reference: MethodSpec) -> tuple[dict[str, int], dict]:
+    """The per-matrix (or per-layer) counts and the metadata of the selection sizing ``cfg``: all a random
+    reference needs. Read from ``inputs.sizes`` when the same selection was made on the same inputs before
+    (a sweep's MathNeuro point, then its random point), else computed and remembered there."""
+    spec, sized_cfg = sizing_config(cfg, spec_of_reference)
+    sized_inputs = _sizing_inputs(inputs, spec, sized_cfg)
+    key = size_key(spec.name, sized_cfg, sized_inputs)
+    size = inputs.sizes.get(key) if inputs.sizes is not None else None
+    if size is None:
+        size = remember_size(inputs.sizes, key, spec(sized_inputs, sized_cfg))
+    unit, counts, meta = size
+    _check_unit(spec.name, unit, spec_of_reference)
+    return dict(counts), dict(meta)
+
+
+def size_key(name: str, cfg: Any, inputs: MethodInputs) -> str:
+    """What a selection's size depends on besides the inputs' statistics and weights: the method, its
+    settings, top-K, the seed and how many filter sets it was given."""
+    settings = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else dict(cfg)
+    return json.dumps([name, settings, inputs.top_k, inputs.seed, len(inputs.filters)], sort_keys=True, default=str)
+
+
+def remember_size(sizes: dict | None, key: str, selection: Selection) -> tuple[str, dict[str, int], dict]:
+    """Keep ``selection``'s unit, counts and metadata in ``sizes`` under ``key`` (when given); return them."""
+    size = ("neurons" if selection.neurons else "weights", selection.counts(), dict(selection.meta))
+    if sizes is not None:
+        sizes[key] = size
+    return size
+
+
+def _sizing_inputs(inputs: MethodInputs, spec: MethodSpec, sized_cfg: Any) -> MethodInputs:
+    return inputs if spec.uses_filters and sized_cfg.uses_filters() else dataclasses.replace(inputs, filters=[])
+
+
+def _check_unit(name: str, unit: str, spec_of_reference: MethodSpec) -> None:
+    if unit != spec_of_reference.unit:
+        raise ValueError(f"method.reference={name!r} selected {unit}; "
+                         f"{spec_of_reference.name} matches {spec_of_reference.unit} counts only")
 
 
 def sizing_uses_filters(cfg: Any, spec_of_reference: MethodSpec) -> bool:

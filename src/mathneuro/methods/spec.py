@@ -67,6 +67,9 @@ class MethodInputs:
     top_k: float
     seed: int
     model: torch.nn.Module | None = None
+    # sizes of selections already made on these very inputs (statistics and weights), kept by the caller
+    # (the workbench) so that a random reference need not select its sizing method's set again
+    sizes: dict | None = None
 
     def __post_init__(self) -> None:
         self.task = KindMap(self.task)

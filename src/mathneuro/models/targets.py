@@ -85,6 +85,21 @@ def weight_parameters(targets: dict[str, nn.Linear]) -> dict[str, torch.Tensor]:
     return {f"{name}.weight": mod.weight for name, mod in targets.items()}
 
 
+def weights_fingerprint(weights: dict[str, torch.Tensor]) -> tuple:
+    """A cheap fingerprint of the weights' contents (per tensor, the sum of its bit patterns): it changes
+    when an edit prunes or scales any weight, so nothing remembered about a selection outlives an edit."""
+    out = []
+    for name, weight in sorted(weights.items()):
+        flat = weight.detach().reshape(-1)
+        size = flat.element_size()
+        if size == 2 and flat.numel() % 2 == 0:
+            bits = flat.view(torch.int32)  # two 16-bit weights per word: twice as fast as summing int16
+        else:
+            bits = flat.view({1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size])
+        out.append((name, tuple(weight.shape), str(weight.dtype), int(bits.sum(dtype=torch.int64))))
+    return tuple(out)
+
+
 def _mlp_output_shape(mlp: nn.Module) -> tuple[int, int]:
     """``(neurons, hidden size)`` of an MLP's output linear; ``(0, 0)`` when it has none we know."""
     for name, mod in mlp.named_children():

@@ -24,6 +24,7 @@ from mathneuro.evaluation.evaluator import Evaluator
 from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, write_samples
 from mathneuro.evaluation.task_store import TaskStore
+from mathneuro.methods.reference import remember_size, size_key
 from mathneuro.methods.registry import MethodInputs, resolve_method
 from mathneuro.methods.selection import Selection
 from mathneuro.models import load_model, model_identity
@@ -32,6 +33,7 @@ from mathneuro.models.targets import (
     find_mlp_activations,
     find_target_linears,
     weight_parameters,
+    weights_fingerprint,
 )
 from mathneuro.pipeline.config import Config, ConfigError
 from mathneuro.statistics.cache import StatisticsCache, cached_statistics
@@ -40,6 +42,7 @@ from mathneuro.statistics.passes import canonical_kind
 from mathneuro.util.io import write_json_atomic
 
 log = logging.getLogger("mathneuro")
+KEPT_SIZES = 8  # input sets (statistics and weights) whose selections' sizes a workbench remembers
 
 
 @dataclass
@@ -83,6 +86,7 @@ class Workbench:
     # told at once of each statistics entry a pass completed from an earlier attempt's checkpoint, so that an
     # attempt stopped before its selection is made still leaves that on the point's record
     on_resumed: Callable[[list[dict]], None] | None = None
+    sizes: dict = field(default_factory=dict)  # inputs' identity -> sizes of the selections made from them
 
     def targets(self, method_cfg: Any) -> dict:
         """The linears a method config scores: its ``targets`` pattern, lm_head if ``include_lm_head``."""
@@ -132,13 +136,25 @@ class Workbench:
         task_stats = stats_of(task)
         uses_filters = spec.uses_filters and method_cfg.uses_filters()
         filter_stats = [stats_of(f) for f in filters] if uses_filters else []  # Wanda: no filter pass
-        inputs = MethodInputs(task=task_stats, filters=filter_stats,
-                              weights=weight_parameters(targets) if targets is not None else {},
-                              top_k=top_k, seed=seed, model=self.model)
+        weights = weight_parameters(targets) if targets is not None else {}
+        inputs = MethodInputs(task=task_stats, filters=filter_stats, weights=weights, top_k=top_k, seed=seed,
+                              model=self.model, sizes=self._sizes_of(keys, weights))
         selection = spec(inputs, method_cfg)
         if not isinstance(selection, Selection):
             raise TypeError(f"method {spec.name!r} returned {type(selection).__name__}, not a Selection")
+        remember_size(inputs.sizes, size_key(spec.name, method_cfg, inputs), selection)
         return selection, keys
+
+    def _sizes_of(self, keys: list[str], weights: dict) -> dict:
+        """The sizes remembered for selections made from these statistics and these weights' contents (the
+        whole model's matrices for a method scoring none): a few input sets are kept, the latest last."""
+        scored = weights or {n: p for n, p in self.model.named_parameters() if p.dim() >= 2}
+        identity = (tuple(keys), weights_fingerprint(scored))
+        sizes = self.sizes.pop(identity, None) or {}
+        self.sizes[identity] = sizes
+        while len(self.sizes) > KEPT_SIZES:
+            self.sizes.pop(next(iter(self.sizes)))
+        return sizes
 
     def evaluator(self, eval_cfg: Any):
         """The evaluator of this model for ``eval_cfg``, built once (it wraps lm-eval's HFLM once)."""
