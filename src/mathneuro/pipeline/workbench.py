@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from mathneuro.data.datasets import draw_samples, load_records, render, sample_ids_hash
+from mathneuro.evaluation.drafts import DraftStore, attach_draft_store, baseline_needs_drafts
 from mathneuro.evaluation.evaluator import Evaluator
 from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, write_samples
@@ -79,6 +80,7 @@ class Workbench:
     used: list = field(default_factory=list)  # {dataset, kind, key, source} of each statistics lookup
     checkpoint_every_s: float = DEFAULT_EVERY_S  # seconds between checkpoints of a statistics pass
     baseline_kept: list = field(default_factory=list)  # baseline tasks read back from an earlier attempt
+    drafts: DraftStore | None = None  # the unedited model's answers per request (drafted decoding)
 
     def targets(self, method_cfg: Any) -> dict:
         """The linears a method config scores: its ``targets`` pattern, lm_head if ``include_lm_head``."""
@@ -138,7 +140,16 @@ class Workbench:
         key = eval_cfg.fingerprint()
         if key not in self.evaluators:
             self.evaluators[key] = Evaluator(self.model, self.tokenizer, eval_cfg)
+            attach_draft_store(self.model, self.draft_store())
         return self.evaluators[key]
+
+    def draft_store(self) -> DraftStore:
+        """The unedited model's generated tokens per request, under ``<cache>/baselines/drafts/`` (built once)."""
+        if self.drafts is None:
+            root = self.cache.root / "baselines" / "drafts" if self.cache.root else None
+            self.drafts = DraftStore(root, {"model": self.identity, "generation_eos_ids": sorted(
+                generation_eos_ids(self.model))}, vocab_size=getattr(self.model.config, "vocab_size", None))
+        return self.drafts
 
     def baseline_key(self, eval_cfg: Any) -> str:
         """The unedited model's evaluation is cached per model, eval config and the tokens generation stops at
@@ -183,7 +194,8 @@ class Workbench:
         def stored() -> dict[str, float] | None:
             if path is None or not path.exists() or need_samples():
                 return None
-            return _read_baseline(path, self.identity)
+            metrics = _read_baseline(path, self.identity)
+            return None if metrics is None or baseline_needs_drafts(eval_cfg, path) else metrics
 
         metrics = stored()
         if metrics is None:
@@ -195,12 +207,14 @@ class Workbench:
                     evaluator = self.evaluator(eval_cfg)
                     store = (TaskStore(path.with_name(f"{key}.tasks"), f"{key}-samples{int(bool(eval_cfg.log_samples))}")
                              if path is not None else None)  # finished tasks, kept for an attempt cut short
-                    metrics = evaluator.evaluate(store)
+                    with self.draft_store().recording() as drafts:  # its answers: the drafts of later points
+                        recorded = drafts.recorded
+                        metrics = evaluator.evaluate(store)
                     if need_samples():
                         write_samples(samples_dir, evaluator.last_samples, evaluator.last_sample_kinds)
                     if path is not None:
-                        write_json_atomic(path, {"metrics": metrics, "model": self.identity,
-                                                 "eval": _plain(eval_cfg)})
+                        write_json_atomic(path, {"metrics": metrics, "model": self.identity, "eval": _plain(eval_cfg),
+                                                 "drafts": {"recorded": drafts.recorded - recorded}})
                     if store is not None:
                         self.baseline_kept.extend(store.reused)
                         store.clear()
