@@ -15,7 +15,9 @@ loops (the pass ratio: about the gain where a pass costs the same for 1 or 100 t
 tokens drafted and accepted per question, generated texts identical, scored answers agreeing (per
 lm-eval filter), both paths' scores; and, simulated from the token sequences (one row at a time),
 the passes drafting would need from the baseline's answers and from the other scaled point's answers
-(whether drafting from the nearest evaluated point of the same selection would pay).
+(whether drafting from the nearest evaluated point of the same selection would pay). With
+``--noise-batch B`` each edit also runs undrafted in batches of ``B``: how often two undrafted runs
+that batch differently agree (in bf16 a greedy path parts at near-ties whenever the arithmetic changes).
 
     nohup nice -n 10 .venv/bin/python experiments/bench_eval.py --draft --limit 56 --dtype bfloat16 \\
         --out experiments/results/bench_eval/draft_qwen0.5b_bf16.json > draft.log 2>&1 &
@@ -89,8 +91,11 @@ def workbench_and_selections(args, edits: list[dict]):
 
 def harnesses(bench, args) -> dict[str, Harness]:
     out = {}
-    for path, draft in (("undrafted", "none"), ("drafted", "baseline")):
-        cfg = EvalConfig(name=path, tasks=[args.task], data_dir=args.data_dir, batch_size=args.batch_size,
+    paths = [("undrafted", "none", args.batch_size), ("drafted", "baseline", args.batch_size)]
+    if args.noise_batch:
+        paths.append(("rebatched", "none", args.noise_batch))
+    for path, draft, batch_size in paths:
+        cfg = EvalConfig(name=path, tasks=[args.task], data_dir=args.data_dir, batch_size=batch_size,
                          max_gen_toks=args.max_gen_toks, bootstrap_iters=0, draft=draft, draft_tokens=args.draft_tokens)
         cfg.validate()
         out[path] = Harness(bench.model, bench.tokenizer, cfg, cfg.resolved_data_dir())
@@ -125,7 +130,7 @@ def run_paths(harnesses_: dict[str, Harness], stores: dict[str, DraftStore], tas
     for i, chunk in enumerate(chunks):
         for path in order if i % 2 == 0 else tuple(reversed(order)):
             attach_draft_store(model, stores[path])
-            with stores[path].recording() if path == "undrafted" else _nothing():
+            with stores[path].recording() if path != "drafted" else _nothing():
                 r = run_chunk(harnesses_[path], task, chunk, args)
             run = runs[path]
             run["seconds"] += r["seconds"]
@@ -188,7 +193,9 @@ def compare(edit: dict, runs: dict[str, dict], n: int) -> dict:
                         for f in filters},
         "score": {p: {f: sum(r["records"][i]["correct"][f] for i in ids) / n for f in filters}
                   for p, r in runs.items()},
-    }
+    } | ({"rebatched_same_text": sum(u["records"][i]["text"] == runs["rebatched"]["records"][i]["text"] for i in ids),
+          "rebatched_same_answer": {f: sum(u["records"][i]["answers"][f] == runs["rebatched"]["records"][i]["answers"][f]
+                                           for i in ids) for f in filters}} if "rebatched" in runs else {})
 
 
 def draft_benchmark(args) -> int:
@@ -216,6 +223,9 @@ def draft_benchmark(args) -> int:
             answers[edit["name"]] = DraftStore(None, "bench")
             runs = run_paths(hs, {"undrafted": answers[edit["name"]], "drafted": baseline_store}, args.task, chunks,
                              args)
+            if args.noise_batch:  # the noise floor: undrafted again, in batches of another size
+                runs.update(run_paths(hs, {"rebatched": DraftStore(None, "bench")}, args.task, chunks, args,
+                                      order=("rebatched",)))
         finally:
             handle.undo()
         summary = compare(edit, runs, len(ids))
@@ -224,6 +234,8 @@ def draft_benchmark(args) -> int:
         if args.out:
             Path(args.out).write_text(json.dumps(out, indent=1, default=str))
     out["simulated"] = simulate(edits, baseline_store, answers, cost, args.draft_tokens)
+    out["tokens"] = {"baseline": {k: baseline_store.get_key(k) for k in baseline_store.keys()},
+                     **{name: {k: store.get_key(k) for k in store.keys()} for name, store in answers.items()}}
     print_table(out, args)
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1, default=str))
@@ -266,6 +278,14 @@ def print_table(out: dict, args) -> None:
               f"{e['drafted_passes']} ({e['pass_ratio']:.2f}x) | {e['drafted_per_question']:.1f} / "
               f"{e['accepted_per_question']:.1f} | {e['same_text']}/{n} | {answers} | "
               f"{e['score']['undrafted'].get(strict, 0):.3f} / {e['score']['drafted'].get(strict, 0):.3f} |")
+    noise = [e for e in out["edits"] if "rebatched_same_text" in e]
+    if noise:
+        print("\nnoise floor: undrafted in batches of", args.noise_batch, "against undrafted in batches of",
+              args.batch_size)
+        for e in noise:
+            n = e["questions"]
+            print(f"  {e['edit']}: same text {e['rebatched_same_text']}/{n}, same answer "
+                  + " / ".join(f"{v}/{n}" for v in e["rebatched_same_answer"].values()))
     print("\nsimulated passes (one row at a time; tokens = undrafted passes):")
     for row in out["simulated"]:
         print("  " + ", ".join(f"{k}: {v}" for k, v in row.items()))

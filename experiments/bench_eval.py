@@ -58,6 +58,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--chunk", type=int, default=16,
                    help="--draft: questions per lm-eval call; the two paths alternate chunk by chunk")
     p.add_argument("--draft-tokens", type=int, default=None, help="--draft: eval.draft_tokens (default: adaptive)")
+    p.add_argument("--noise-batch", type=int, default=None,
+                   help="--draft: also run each edit undrafted in batches of this size (the bf16 noise floor)")
     return p.parse_args(argv)
 
 

@@ -10,8 +10,7 @@ follow that occurrence. Where nothing matches, the row proposes nothing until a 
 the length that maximises the tokens a pass is expected to produce per unit of its cost, from the
 acceptance seen so far in this call (counted per kind of anchor: the draft's start, a long
 agreement, a 3-, 2- or 1-token match) and the cost of one verified token relative to a pass
-(``token_cost``: small where a pass costs about the same for 1 or 100 tokens, as on a GPU or a
-CPU with bf16 units). Fixed (``eval.draft_tokens = k``): the first pass verifies the whole draft,
+(``token_cost``: small where a pass costs about the same for 1 or 100 tokens, as on a GPU). Fixed (``eval.draft_tokens = k``): the first pass verifies the whole draft,
 every later proposal is at most ``k`` tokens. Every decision depends on tokens only, never on
 timings, so a run is reproducible.
 """

@@ -46,13 +46,13 @@ class DecodeCounts:
 
 
 def token_cost(model: torch.nn.Module) -> float:
-    """The cost of one more token in a pass relative to a pass's fixed cost, by device and dtype (a fixed
-    table, so that drafting decisions never depend on timings). Measured on 2 AMD EPYC cores with
-    avx512_bf16, Qwen2.5-0.5B, 8 rows on a 900-token cache: about 1/70 in bf16, 1/17 in float32."""
-    param = next(model.parameters())
-    if param.device.type == "cuda":
-        return 1 / 256
-    return 1 / 16 if param.dtype in (torch.float32, torch.float64) else 1 / 64
+    """The planner's cost of one more token in a pass relative to a pass's fixed cost, by device (a fixed
+    table, so that drafting decisions never depend on timings). CPU: 1/8, the best of 1/4 .. 1/128 when
+    the planner was simulated on Qwen2.5-0.5B's GSM8K answers with the pass costs measured on an AMD
+    EPYC core with avx512_bf16 (bf16: ~75 ms a pass + ~4 ms a token on a 1,000-token cache; float32
+    ~2.5x the token cost); experiments/bench_eval.py --draft. CUDA: 1/256 (a pass costs about the same
+    for 1 or a few hundred tokens)."""
+    return 1 / 256 if next(model.parameters()).device.type == "cuda" else 1 / 8
 
 
 def max_logit_positions(model: torch.nn.Module) -> int:
