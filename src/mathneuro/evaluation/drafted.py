@@ -71,13 +71,11 @@ def sliding_window(model: torch.nn.Module) -> int | None:
     return None
 
 
-def _logit_positions(model: torch.nn.Module, start: int, stop: int, device: torch.device) -> dict:
-    """``logits_to_keep`` as an index tensor (see :func:`~mathneuro.evaluation.generation.last_positions`)."""
+def _takes_logits_to_keep(model: torch.nn.Module) -> bool:
     try:
-        takes = "logits_to_keep" in inspect.signature(model.forward).parameters
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
-        takes = False
-    return {"logits_to_keep": torch.arange(start, stop, device=device)} if takes else {}
+        return False
 
 
 @torch.no_grad()
@@ -95,6 +93,8 @@ def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
     counts = DecodeCounts(rows_drafted=sum(d is not None for d in drafts))
     generated: list[list[int]] = [[] for _ in range(n)]
     cache_arg = cache_kwarg(model)
+    # logits of the verified positions only, as an index tensor (see generation.last_positions)
+    positions_kwarg = _takes_logits_to_keep(model)
     alive = list(range(n))
     cache_mask = mask[:, :plen]
     lead_ids, lead_mask = ids[:, plen:], mask[:, plen:]
@@ -127,7 +127,7 @@ def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
             step_mask = torch.cat([lead_mask, block_mask], dim=1)
             step_pos = torch.cat([lead_pos, block_pos], dim=1)
         fed = step_ids.shape[1]
-        keep_logits = _logit_positions(model, lead_width - 1, fed, device)
+        keep_logits = {"logits_to_keep": torch.arange(lead_width - 1, fed, device=device)} if positions_kwarg else {}
         with autocast():
             result = model(input_ids=step_ids, attention_mask=torch.cat([cache_mask, step_mask], dim=1),
                            position_ids=step_pos, use_cache=True, **{cache_arg: cache}, **keep_logits)
