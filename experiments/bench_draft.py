@@ -34,16 +34,16 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from mathneuro.cli import config_dir
-from mathneuro.config import register_configs
+from mathneuro.pipeline.cli import config_dir
+from mathneuro.pipeline.config import register_configs
 from mathneuro.evaluation import EvalConfig
 from mathneuro.evaluation.draft_lookup import DraftPlanner, RowDraft
 from mathneuro.evaluation.drafted import token_cost
 from mathneuro.evaluation.drafts import DraftStore, attach_draft_store
 from mathneuro.evaluation.harness import Harness, preserved_rng
-from mathneuro.intervention import apply_intervention
-from mathneuro.selection import Selection
-from mathneuro.workbench import get_workbench, prepare_samples
+from mathneuro.edit.intervention import apply_intervention
+from mathneuro.methods.selection import Selection
+from mathneuro.pipeline.workbench import get_workbench, prepare_samples
 
 PATHS = ("undrafted", "drafted")
 

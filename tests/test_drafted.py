@@ -15,7 +15,7 @@ from lm_eval.models.huggingface import HFLM
 
 from mathneuro.evaluation.drafts import DraftStore, attach_draft_store
 from mathneuro.evaluation.prefix_cache import PrefixCacheHFLM
-from mathneuro.tiny import ARCHITECTURES, tiny_model
+from mathneuro.models.tiny import ARCHITECTURES, tiny_model
 from tests.test_prefix_cache import PREFIX, QUESTIONS, _requests
 
 CONTEXTS = [PREFIX + q for q in QUESTIONS]

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from mathneuro.evaluation.probe_registry import is_probe
-from mathneuro.recording import write_json_atomic
+from mathneuro.util.io import write_json_atomic
 
 log = logging.getLogger("mathneuro")
 
