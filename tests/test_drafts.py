@@ -12,6 +12,11 @@ from omegaconf import OmegaConf
 from mathneuro.evaluation import EvalConfig
 from mathneuro.evaluation.draft_lookup import DraftPlanner, RowDraft
 from mathneuro.evaluation.drafts import DraftStore, baseline_needs_drafts, may_generate, request_key
+from mathneuro.evaluation.samples import SAMPLES_DIR, read_records
+from mathneuro.pipeline import workbench
+from mathneuro.pipeline.runner import run_point
+from mathneuro.pipeline.workbench import Workbench
+from tests.test_runner import base_overrides, compose_cfg
 
 # ---------------------------------------------------------------------------------------------- lookup
 
@@ -147,47 +152,50 @@ def test_draft_settings_are_validated_and_leave_the_baseline_key_alone():
 # ----------------------------------------------------------------------------------- a sweep, twice
 
 
-def sweep_cfg(tiny_dir, cache, data_dir, scalar: float):
-    from tests.test_runner import base_overrides, compose_cfg
-
+def sweep_cfg(tiny_dir, cache, data_dir, scalar: float, *extra: str):
     return OmegaConf.to_object(compose_cfg([
         *base_overrides(tiny_dir, cache), "logger=none", "eval=paper", "eval.tasks=[gsm8k_cot]",
         f"eval.data_dir={data_dir}", "eval.limits={}", "eval.limit=3", "eval.num_fewshot=1", "eval.max_gen_toks=12",
-        "eval.batch_size=4", "eval.bootstrap_iters=0", "top_k=0.2", "intervention=scale",
-        f"intervention.scalar={scalar}"]))
+        "eval.batch_size=4", "eval.bootstrap_iters=0", "eval.log_samples=true", "top_k=0.2", "intervention=scale",
+        f"intervention.scalar={scalar}", *extra]))
 
 
-def run_sweep(tiny_dir, cache, data_dir, out, scalars) -> tuple[list[dict], object]:
-    """Run one point per scalar in a fresh workbench (as a new process would) and return their results."""
-    from mathneuro import workbench
-    from mathneuro.runner import run_point
-
+def run_sweep(tiny_dir, cache, data_dir, out, scalars, *extra: str) -> tuple[list[dict], Workbench]:
+    """One selection over ``scalars``, one point each, in a fresh workbench (as a new process would)."""
     workbench._WORKBENCHES.clear()
-    results = [run_point(sweep_cfg(tiny_dir, cache, data_dir, s), out / f"s{s}") for s in scalars]
-    return results, workbench.get_workbench(sweep_cfg(tiny_dir, cache, data_dir, scalars[0]))
+    results = [run_point(sweep_cfg(tiny_dir, cache, data_dir, s, *extra), out / f"s{s}") for s in scalars]
+    return results, workbench.get_workbench(sweep_cfg(tiny_dir, cache, data_dir, scalars[0], *extra))
 
 
-@pytest.mark.integration
+def responses(point_dir) -> list[str]:
+    """The edited model's generated text per question of a point (its eval.log_samples records)."""
+    return [r["response"] for r in read_records(point_dir / SAMPLES_DIR / "gsm8k_cot.jsonl")]
+
+
 def test_a_sweep_run_twice_evaluates_its_second_run_from_the_stored_drafts(tiny_dir, tmp_path, data_dir):
-    scalars = [1.01, 1.1, 1.5]
+    scalars = [1.01, 1.1, 1.5]  # one selection (MathNeuro, K = 20 %), three scalars
     cache = tmp_path / "cache"
     first, bench = run_sweep(tiny_dir, cache, data_dir, tmp_path / "first", scalars)
     assert bench.draft_store().recorded == 3  # the baseline's answers to the 3 questions
-    entries = list((cache / "statistics" / "baselines" / "drafts").rglob("*.json"))
-    assert len(entries) == 3
+    assert len(list((cache / "statistics" / "baselines" / "drafts").rglob("*.json"))) == 3
     second, bench = run_sweep(tiny_dir, cache, data_dir, tmp_path / "second", scalars)
     assert bench.draft_store().recorded == 0  # the baseline was read, not evaluated again
-    for before, after in zip(first, second, strict=True):
-        assert after["metrics"] == before["metrics"] and after["baseline_metrics"] == before["baseline_metrics"]
-        drafting = json.loads((tmp_path / "second" / f"s{after['point']['scalar']}" / "results.json").read_text())[
-            "drafting"]
+    plain, _ = run_sweep(tiny_dir, cache, data_dir, tmp_path / "plain", scalars, "eval.draft=none")
+    for s, undrafted, before, after in zip(scalars, plain, first, second, strict=True):
+        drafting = json.loads((tmp_path / "second" / f"s{s}" / "results.json").read_text())["drafting"]
         assert drafting["requests"] == drafting["requests_drafted"] == 3
         assert drafting["tokens_drafted"] > 0 and 0 <= drafting["tokens_accepted"] <= drafting["tokens_drafted"]
+        assert undrafted["drafting"]["requests_drafted"] == undrafted["drafting"]["tokens_drafted"] == 0
+        # drafted decoding is exact: the same texts and metrics as greedy decoding without drafts
+        assert after["metrics"] == before["metrics"] == undrafted["metrics"]
+        assert after["baseline_metrics"] == before["baseline_metrics"] == undrafted["baseline_metrics"]
+        assert responses(tmp_path / "second" / f"s{s}") == responses(tmp_path / "plain" / f"s{s}")
+        assert drafting["tokens_generated"] == undrafted["drafting"]["tokens_generated"]
     near = second[0]["drafting"]  # s = 1.01: answers close to the baseline's, so fewer passes than tokens
     assert near["tokens_accepted"] > 0 and near["passes"] < near["tokens_generated"]
+    assert sum(r["drafting"]["tokens_accepted"] for r in second) > 0
 
 
-@pytest.mark.integration
 def test_a_baseline_cached_before_drafts_is_evaluated_again_once_to_record_them(tiny_dir, tmp_path, data_dir):
     cache = tmp_path / "cache"
     run_sweep(tiny_dir, cache, data_dir, tmp_path / "first", [1.1])
