@@ -34,15 +34,15 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from mathneuro.pipeline.cli import config_dir
-from mathneuro.pipeline.config import register_configs
+from mathneuro.edit.intervention import apply_intervention
 from mathneuro.evaluation import EvalConfig
 from mathneuro.evaluation.draft_lookup import DraftPlanner, RowDraft
 from mathneuro.evaluation.drafted import token_cost
 from mathneuro.evaluation.drafts import DraftStore, attach_draft_store
 from mathneuro.evaluation.harness import Harness, preserved_rng
-from mathneuro.edit.intervention import apply_intervention
 from mathneuro.methods.selection import Selection
+from mathneuro.pipeline.cli import config_dir
+from mathneuro.pipeline.config import register_configs
 from mathneuro.pipeline.workbench import get_workbench, prepare_samples
 
 PATHS = ("undrafted", "drafted")
