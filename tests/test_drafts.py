@@ -172,6 +172,7 @@ def responses(point_dir) -> list[str]:
     return [r["response"] for r in read_records(point_dir / SAMPLES_DIR / "gsm8k_cot.jsonl")]
 
 
+@pytest.mark.integration  # in-process, but end to end through the runner and lm-eval
 def test_a_sweep_run_twice_evaluates_its_second_run_from_the_stored_drafts(tiny_dir, tmp_path, data_dir):
     scalars = [1.01, 1.1, 1.5]  # one selection (MathNeuro, K = 20 %), three scalars
     cache = tmp_path / "cache"
@@ -196,6 +197,7 @@ def test_a_sweep_run_twice_evaluates_its_second_run_from_the_stored_drafts(tiny_
     assert sum(r["drafting"]["tokens_accepted"] for r in second) > 0
 
 
+@pytest.mark.integration  # in-process, but end to end through the runner and lm-eval
 def test_a_baseline_cached_before_drafts_is_evaluated_again_once_to_record_them(tiny_dir, tmp_path, data_dir):
     cache = tmp_path / "cache"
     run_sweep(tiny_dir, cache, data_dir, tmp_path / "first", [1.1])
