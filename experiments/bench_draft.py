@@ -271,7 +271,7 @@ def print_table(out: dict, args) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for e in out["edits"]:
         n = e["questions"]
-        answers = " / ".join(f"{v}/{n}" for v in e["same_answer"].values())
+        answers = " / ".join(f"{e['same_answer'][f]}/{n}" for f in sorted(e["same_answer"], key=lambda f: "strict" not in f))
         strict = next((f for f in e["score"]["undrafted"] if "strict" in f), None)
         print(f"| {e['edit']} | {e['undrafted_s']:.0f} ({e['undrafted_cpu_s']:.0f}) | {e['drafted_s']:.0f} "
               f"({e['drafted_cpu_s']:.0f}) | {e['speedup']:.2f}x ({e['cpu_speedup']:.2f}x) | {e['undrafted_passes']} / "
