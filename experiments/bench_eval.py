@@ -6,6 +6,10 @@ position only; per question the choices' log-likelihoods are compared). A group 
 runs ``--limit`` questions per subtask. Each path's peak resident memory is measured on its own
 (Linux: the peak is reset before each path).
 
+With ``--draft`` it benchmarks drafted greedy decoding instead (``experiments/bench_draft.py``): for
+each edit of ``--edits`` the prefix-cache path undrafted (today's) and drafted from the unedited
+model's answers, interleaved chunk by chunk in one process.
+
 Runs the same lm-eval task (default: ``gsm8k_cot``'s local twin, 8-shot chain of thought, from
 ``--data-dir``) on the same in-memory model twice in one process, ``eval.prefix_cache`` off and
 on, and prints for each path the seconds, seconds per question and the task's metrics, then how
@@ -42,6 +46,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--order", default="plain,prefix", help="which paths run, in this order")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--out", default=None, help="write results and per-question answers as JSON here (after each path)")
+    p.add_argument("--draft", action="store_true",
+                   help="drafted decoding: the prefix-cache path undrafted vs drafted from the unedited model's "
+                        "answers, for each of --edits (see bench_draft.py)")
+    p.add_argument("--edits", default="scale:0.05:1.1,scale:0.05:1.01,prune:0.15",
+                   help="--draft: edits as intervention:top_k[:scalar], M from MathNeuro identification")
+    p.add_argument("--identify-samples", type=int, default=100, help="--draft: samples per dataset for M")
+    p.add_argument("--filter-path", default=None, help="--draft: filter data (default: <data-dir>/mmlu/validation_prerelease.jsonl)")
+    p.add_argument("--cache-dir", default=str(ROOT / "outputs" / "bench_cache"),
+                   help="--draft: statistics cache, and the selections (reused across dtypes)")
+    p.add_argument("--chunk", type=int, default=16,
+                   help="--draft: questions per lm-eval call; the two paths alternate chunk by chunk")
+    p.add_argument("--draft-tokens", type=int, default=None, help="--draft: eval.draft_tokens (default: adaptive)")
+    p.add_argument("--noise-batch", type=int, default=None,
+                   help="--draft: also run each edit undrafted in batches of this size (the bf16 noise floor)")
     return p.parse_args(argv)
 
 
@@ -139,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.draft:
+        from bench_draft import draft_benchmark  # experiments/ is on sys.path when this script runs
+
+        return draft_benchmark(args)
     model, tok = load(args.model, args.dtype, args.device)
     runs: dict[str, dict] = {}
     for path in args.order.split(","):

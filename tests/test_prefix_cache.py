@@ -254,3 +254,14 @@ def test_mmlu_scores_equal_with_and_without_prefix_cache(data_dir):
     assert runs[True][0] == pytest.approx(runs[False][0], abs=1e-6)
     assert {k: [r["acc"] for r in v] for k, v in samples.items()} == {k: [r["acc"] for r in v]
                                                                       for k, v in runs[False][1].items()}
+
+
+def test_a_later_batch_sharing_less_of_the_stored_prefix_crops_it(pair):
+    """The first batch's prefix runs into its questions; the second batch shares only the exemplar: the stored
+    cache is cropped to what they share (transformers >= 5 crops by a negative count) and reused."""
+    long = [PREFIX + f"Q: The long question number {i} about apples and pears?\nA:" for i in range(4)]
+    contexts = long + [PREFIX + "Q: x\nA:", PREFIX + "Q: 7?\nA:"]
+    expected, got = _both(pair, contexts, until=["\n\n"], max_gen_toks=6)
+    assert got == expected
+    stats = pair[1].prefix_stats
+    assert stats.cached_batches == 2 and stats.prefix_computations == 1

@@ -82,6 +82,8 @@ class EvalConfig:
     bootstrap_iters: int = 1000  # lm-eval stderr: closed form for means; bootstrap for perplexities; 0: none
     max_gen_toks: Optional[int] = None  # cap on generated tokens for lm-eval generation tasks
     prefix_cache: bool = True  # a prompt shared by requests is computed once: few-shot prefix, multiple-choice context (false: plain HFLM)
+    draft: str = "baseline"  # greedy decoding drafted from the unedited model's answers where stored (needs prefix_cache); none: off
+    draft_tokens: Optional[int] = None  # length of lookup drafts (null: adaptive, by acceptance and a pass's cost)
     max_length: Optional[int] = None  # HFLM context length (None: from the model config)
     softmax_dtype: Optional[str] = "float32"  # HFLM log-softmax dtype; null: the model's (bf16 rounds log-probs)
     apply_chat_template: bool = False
@@ -130,6 +132,8 @@ class EvalConfig:
         data["data_dir"] = str(self.resolved_data_dir()) if self.resolved_data_dir() else None
         data["tasks"] = list(self.tasks)
         data.pop("log_samples")  # records are a by-product; the scores do not depend on them
+        data.pop("draft")  # drafted decoding gives the tokens of undrafted greedy decoding
+        data.pop("draft_tokens")
         data["limits"] = {k: v for k, v in sorted((self.limits or {}).items()) if v is not None}
         data["include_path"] = [str(p) for p in self.include_paths()]
         data["include_files"] = _folder_digest(self.include_paths())
@@ -187,6 +191,10 @@ class EvalConfig:
             _check_min("eval.max_gen_toks", self.max_gen_toks, 1)
         if self.max_length is not None:
             _check_min("eval.max_length", self.max_length, 2)
+        if self.draft not in ("baseline", "none"):
+            raise ValueError(f"eval.draft: unknown value {self.draft!r}; allowed: baseline, none")
+        if self.draft_tokens is not None:
+            _check_min("eval.draft_tokens", self.draft_tokens, 1)
         if self.softmax_dtype not in (None, "float32", "float64", "bfloat16", "float16"):
             raise ValueError(f"eval.softmax_dtype: unknown dtype {self.softmax_dtype!r}; "
                              "allowed: float32, float64, bfloat16, float16, null")

@@ -18,8 +18,9 @@ prefix its rows share and the per-row suffixes:
   position ids count real tokens only, so every real token sees the same context at the same
   positions as in plain ``HFLM`` (where the pads sit before the prefix);
 - greedy requests (lm-eval's default) are decoded by a loop that drops a row from the batch once
-  its output text is final (a stop string in its text, EOS, or ``max_gen_toks``); other
-  requests (sampling, beams, logits processors) go through ``model.generate`` with the cache.
+  its output text is final (a stop string in its text, EOS, or ``max_gen_toks``), drafted from the
+  unedited model's answers where the model's draft store holds them (:mod:`~mathneuro.evaluation.drafted`);
+  other requests (sampling, beams, logits processors) go through ``model.generate`` with the cache.
 
 The token tensor returned has plain ``HFLM``'s layout (context width + generated tokens, pads
 after a row ends), so lm-eval's own decoding, stop-string cut, think-token handling and cache hook
@@ -48,9 +49,13 @@ import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
+from mathneuro.evaluation.draft_lookup import DraftPlanner, RowDraft
+from mathneuro.evaluation.drafted import greedy_decode, max_logit_positions, sliding_window, token_cost
+from mathneuro.evaluation.drafts import DraftCounts, draft_store_of
 from mathneuro.evaluation.generation import cache_kwarg, generation_eos_ids, last_logit_only, returned_cache
 from mathneuro.evaluation.last_token import one_token_groups, score_last_tokens
 from mathneuro.evaluation.shared_context import score_shared_context, shared_context_groups
+from mathneuro.evaluation.stop_watch import StopWatch
 
 log = logging.getLogger(__name__)
 
@@ -99,18 +104,27 @@ class PrefixStats:
     context_tokens_skipped: int = 0  # log-likelihood: context tokens not recomputed, sum of (requests - 1) * C
     last_token_contexts: int = 0  # log-likelihood: distinct contexts of one-token requests, last position only
     last_token_requests: int = 0  # ... and the one-token requests they answered
+    greedy_passes: int = 0  # model passes of the greedy loop (one per generated token without drafts)
+    drafted_rows: int = 0  # greedy rows decoded with a draft (the unedited model's answer)
+    tokens_drafted: int = 0  # draft tokens fed to be verified
+    tokens_accepted: int = 0  # ... that were the model's own greedy tokens
 
 
 class PrefixCacheHFLM(HFLM):
     """``HFLM`` whose ``generate_until`` runs a batch's shared token prefix once and continues each request from it.
 
     Build it like ``HFLM`` (``pretrained=model, tokenizer=tok, batch_size=8``); ``min_prefix_tokens``
-    is the shortest shared prefix worth a cache. ``prefix_stats`` describes the last call.
+    is the shortest shared prefix worth a cache. ``draft``: ``"baseline"`` drafts greedy decoding from
+    the model's draft store (:mod:`~mathneuro.evaluation.drafts`), ``"none"`` does not; ``draft_tokens``:
+    the length of lookup drafts (None: adaptive). ``prefix_stats`` describes the last call.
     """
 
-    def __init__(self, *args: Any, min_prefix_tokens: int = 16, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, min_prefix_tokens: int = 16, draft: str = "baseline",
+                 draft_tokens: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.min_prefix_tokens = max(1, int(min_prefix_tokens))
+        self.draft, self.draft_tokens = draft, draft_tokens
+        self._planner: DraftPlanner | None = None  # drafting's acceptance estimates, learnt per call
         self.prefix_stats = PrefixStats()
         self._prefix_ids: list[int] | None = None
         self._prefix_cache = None
@@ -124,6 +138,7 @@ class PrefixCacheHFLM(HFLM):
         """
         self.prefix_stats = PrefixStats()
         self._drop_prefix()
+        self._planner = None
         try:
             return super().generate_until(requests, disable_tqdm=disable_tqdm)
         finally:
@@ -275,7 +290,7 @@ class PrefixCacheHFLM(HFLM):
             if common == len(stored) and len(prefix) <= 2 * common:
                 return common, self._prefix_cache  # the stored prefix covers most of this one
             if common >= self.min_prefix_tokens and len(prefix) <= 2 * common and common < len(stored):
-                self._prefix_cache.crop(common)
+                self._prefix_cache.crop(common - len(stored))  # transformers >= 5 crops by a negative count
                 self._prefix_ids = stored[:common]
                 return common, self._prefix_cache
         ids = torch.tensor([prefix], dtype=torch.long, device=self.device)
@@ -312,7 +327,7 @@ class PrefixCacheHFLM(HFLM):
         gen = _normalise_greedy_kwargs(kwargs)
         if self._greedy_ok(gen):
             self.prefix_stats.greedy_batches += 1
-            return self._greedy_from_cache(ids, mask, plen, cache, max_length, stop, pad_id)
+            return self._greedy_from_cache(ids, mask, plen, cache, max_length, stop, pad_id, rows)
         return super()._model_generate(ids, max_length, stop, attention_mask=mask,
                                        **{cache_kwarg(self.model): cache}, **kwargs)
 
@@ -320,81 +335,47 @@ class PrefixCacheHFLM(HFLM):
         pad = self.tokenizer.pad_token_id
         return int(pad) if pad is not None else int(self.eot_token_id)
 
-    @torch.no_grad()
     def _greedy_from_cache(self, ids: torch.Tensor, mask: torch.Tensor, plen: int, cache, max_length: int,
-                           stop: list[str], pad_id: int) -> torch.Tensor:
-        """Greedy decoding of every row of ``ids`` (``[prefix | pads | suffix]``) after ``plen`` cached tokens.
+                           stop: list[str], pad_id: int, rows: list[list[int]]) -> torch.Tensor:
+        """Greedy decoding of every row of ``ids`` (``[prefix | pads | suffix]``) after ``plen`` cached tokens
+        (:func:`~mathneuro.evaluation.drafted.greedy_decode`), drafted from the unedited model's answers to the
+        same requests where the model's draft store holds them (``draft="baseline"``).
 
-        A row leaves the batch once its text is final: EOS, a stop string in its decoded tokens, or
-        ``max_length``. Returns ``[ids | generated]`` with ``pad_id`` after each row's end, like ``generate``.
+        Returns ``[ids | generated]`` with ``pad_id`` after each row's end, like ``generate``.
         """
         n, width = ids.shape
-        device = ids.device
         budget = max(0, max_length - width)
-        out = torch.full((n, budget), pad_id, dtype=torch.long)
         if budget == 0:
             return ids
         eos = generation_eos_ids(self.model)
-        watch = _StopWatch(self.tokenizer, stop)
-        suffix_mask = mask[:, plen:]
-        positions = (plen + suffix_mask.cumsum(-1) - 1).clamp(min=max(plen - 1, 0))
-        step_ids, step_pos, full_mask = ids[:, plen:], positions, mask
-        last_pos = positions[:, -1:]
-        alive = list(range(n))
-        generated: list[list[int]] = [[] for _ in range(n)]
-        cache_arg = cache_kwarg(self.model)
-        last_only = last_logit_only(self.model, 1)  # one new token per row after the first step
-        steps = 0
-        for step in range(budget):
-            keep_logits = last_logit_only(self.model, step_ids.shape[1]) if step == 0 else last_only
-            with self._autocast():
-                result = self.model(input_ids=step_ids, attention_mask=full_mask, position_ids=step_pos,
-                                    use_cache=True, **{cache_arg: cache}, **keep_logits)
-            cache = returned_cache(result)
-            next_ids = result.logits[:, -1, :].float().argmax(dim=-1)
-            steps = step + 1
-            keep = []
-            for slot, row in enumerate(alive):
-                token = int(next_ids[slot])
-                generated[row].append(token)
-                out[row, step] = token
-                if token in eos or watch.finished(generated[row]):
-                    continue
-                keep.append(slot)
-            if not keep:
-                break
-            if len(keep) < len(alive):
-                sel = torch.tensor(keep, device=device)
-                cache.batch_select_indices(sel)
-                next_ids, full_mask, last_pos = next_ids[sel], full_mask[sel], last_pos[sel]
-                alive = [alive[slot] for slot in keep]
-            last_pos = last_pos + 1
-            step_ids, step_pos = next_ids[:, None], last_pos
-            full_mask = torch.cat([full_mask, full_mask.new_ones((len(alive), 1))], dim=1)
-        return torch.cat([ids, out[:, :steps].to(device)], dim=1)
-
-
-class _StopWatch:
-    """Whether a row's generated tokens contain one of the stop strings (lm-eval's ``until``).
-
-    Checks a window of the last tokens each step (decoded with special tokens, as lm-eval's
-    stopping criterion does) and confirms a hit on the whole decoded text.
-    """
-
-    def __init__(self, tokenizer, stop: Sequence[str]) -> None:
-        self.tokenizer = tokenizer
-        self.stop = [s for s in stop if s]
-        longest = max((len(tokenizer.encode(s, add_special_tokens=False)) for s in self.stop), default=0)
-        self.window = longest + 8
-
-    def finished(self, tokens: list[int]) -> bool:
-        if not self.stop:
-            return False
-        tail = self.tokenizer.decode(tokens[-self.window:], skip_special_tokens=False)
-        if not any(s in tail for s in self.stop):
-            return False
-        full = self.tokenizer.decode(tokens, skip_special_tokens=False)
-        return any(s in full for s in self.stop)
+        settings = {"until": list(stop), "max_gen_toks": budget, "eos": sorted(eos)}
+        store = draft_store_of(self.model)
+        drafts = None
+        if store is not None and self.draft == "baseline":
+            found = [store.get(row, settings) for row in rows]
+            drafts = [RowDraft(tokens) if tokens else None for tokens in found]
+            if self._planner is None:
+                self._planner = DraftPlanner(token_cost(self.model), self.draft_tokens,
+                                             max_pass_tokens=max_logit_positions(self.model))
+        generated, counts = greedy_decode(self.model, ids, mask, plen, cache, budget=budget, eos=eos,
+                                          watch=StopWatch(self.tokenizer, stop), drafts=drafts, planner=self._planner,
+                                          window=sliding_window(self.model), autocast=self._autocast)
+        stats = self.prefix_stats
+        stats.greedy_passes += counts.passes
+        stats.drafted_rows += counts.rows_drafted
+        stats.tokens_drafted += counts.drafted
+        stats.tokens_accepted += counts.accepted
+        if store is not None:
+            store.counts.add(DraftCounts(requests=n, requests_drafted=counts.rows_drafted,
+                                         tokens_generated=counts.generated, tokens_drafted=counts.drafted,
+                                         tokens_accepted=counts.accepted, passes=counts.passes))
+            if store.recording_on:
+                for row, tokens in zip(rows, generated, strict=True):
+                    store.put(row, settings, tokens)
+        out = torch.full((n, max(len(g) for g in generated)), pad_id, dtype=ids.dtype, device=ids.device)
+        for i, tokens in enumerate(generated):
+            out[i, :len(tokens)] = torch.tensor(tokens, dtype=ids.dtype, device=ids.device)
+        return torch.cat([ids, out], dim=1)
 
 
 def _normalise_greedy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:

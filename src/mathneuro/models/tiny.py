@@ -67,10 +67,11 @@ def tiny_config(arch: str, vocab_size: int, **overrides):
     return cfg
 
 
-def tiny_model(arch: str = "llama", seed: int = 0, dtype: torch.dtype = torch.float32):
-    """Return ``(model, tokenizer)``: a tiny random model of ``arch`` in eval mode, and a byte tokenizer."""
+def tiny_model(arch: str = "llama", seed: int = 0, dtype: torch.dtype = torch.float32, **overrides):
+    """Return ``(model, tokenizer)``: a tiny random model of ``arch`` in eval mode, and a byte tokenizer
+    (``overrides``: config values, e.g. ``sliding_window``)."""
     tokenizer = byte_tokenizer()
-    config = tiny_config(arch, vocab_size=len(tokenizer))
+    config = tiny_config(arch, vocab_size=len(tokenizer), **overrides)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     # Random init leaves some biases/norm weights at trivial values; perturb every parameter a

@@ -60,7 +60,10 @@ class PointResult:
     records are (``eval.log_samples``); ``hardware``: the device, its name, the dtype and the threads
     the point ran with (timings and float results depend on them); ``cluster``: the scheduler's job
     (SLURM job and array ids, requeue count); ``attempts``: how many attempts the point took;
-    ``resumed``: what later attempts read back from earlier ones (statistics batches, evaluated tasks).
+    ``resumed``: what later attempts read back from earlier ones (statistics batches, evaluated tasks);
+    ``drafting``: what drafted greedy decoding did while the edit was evaluated (``requests``,
+    ``requests_drafted``, ``tokens_generated``, ``tokens_drafted``, ``tokens_accepted``, ``passes``;
+    :class:`~mathneuro.evaluation.drafts.DraftCounts`).
     """
 
     status: str = "complete"
@@ -81,6 +84,7 @@ class PointResult:
     cluster: dict[str, Any] | None = None  # {"scheduler": "slurm", "job_id", "array_job_id", "array_task_id", "restart_count", ...}; absent outside a scheduler
     attempts: int | None = None  # attempts this point took (1: done at the first); absent in old results
     resumed: dict[str, Any] | None = None  # {"statistics": [..], "baseline_tasks": [..], "edited_tasks": [..]} read back from earlier attempts; absent if none
+    drafting: dict[str, int] | None = None  # greedy decoding of the edit: requests, tokens drafted/accepted, passes
     extra: dict[str, Any] = field(default_factory=dict)  # fields this version does not know, kept as they are
 
     @property
@@ -99,7 +103,7 @@ class PointResult:
             del data["samples"]  # written only by runs that log per-example records
         if data["statistics"] is None:
             del data["statistics"]  # results written before statistics sources were recorded
-        for name in ("hardware", "cluster", "attempts", "resumed"):  # absent: older results, or nothing to say
+        for name in ("hardware", "cluster", "attempts", "resumed", "drafting"):  # absent: older results, or nothing to say
             if data[name] is None:
                 del data[name]
         return {**data, **self.extra}

@@ -198,6 +198,7 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
         summary = point.selection_summary(selection)
 
         metrics: dict[str, float] = {}
+        drafting = None
         with point.stage("intervention"):
             edit = apply_intervention(bench.model, selection, cfg.intervention.scalar)
         with edit:  # undone on leaving, whatever happens inside
@@ -209,8 +210,10 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
                 store = edited_store(output_dir, edit_key(bench.identity, cfg.eval.fingerprint(),
                                                           generation_eos_ids(bench.model), selection,
                                                           cfg.intervention.scalar, cfg.eval.log_samples))
+                drafts_before = bench.draft_store().counts.copy()
                 with point.stage("evaluation"):
                     metrics = point.evaluator.evaluate(store)  # finished tasks kept for a next attempt
+                drafting = bench.draft_store().counts.since(drafts_before).as_dict()  # tokens drafted, accepted
                 attempts.note("edited_tasks", list(store.reused))
                 if cfg.eval.log_samples:
                     write_samples(output_dir / SAMPLES_DIR, point.evaluator.last_samples,
@@ -230,7 +233,7 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
             statistics_keys=stats_keys, statistics=stats_used, sample_ids_hash=point.sample_ids_hash(),
             versions=_versions(), objective=objective_value(cfg, metrics, baseline),
             hardware=describe_hardware(bench.model), cluster=cluster_info(), attempts=attempts.count,
-            resumed=attempts.resumed(),
+            resumed=attempts.resumed(), drafting=drafting,
         )
         record.extra["method_facts"] = spec.facts()
         if ignored:

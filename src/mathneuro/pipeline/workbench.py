@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from mathneuro.data.datasets import draw_samples, load_records, render, sample_ids_hash
+from mathneuro.evaluation.drafts import DraftStore, attach_draft_store, baseline_needs_drafts
 from mathneuro.evaluation.evaluator import Evaluator
 from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, write_samples
@@ -87,6 +88,7 @@ class Workbench:
     # attempt stopped before its selection is made still leaves that on the point's record
     on_resumed: Callable[[list[dict]], None] | None = None
     sizes: dict = field(default_factory=dict)  # inputs' identity -> sizes of the selections made from them
+    drafts: DraftStore | None = None  # the unedited model's answers per request (drafted decoding)
 
     def targets(self, method_cfg: Any) -> dict:
         """The linears a method config scores: its ``targets`` pattern, lm_head if ``include_lm_head``."""
@@ -161,7 +163,16 @@ class Workbench:
         key = eval_cfg.fingerprint()
         if key not in self.evaluators:
             self.evaluators[key] = Evaluator(self.model, self.tokenizer, eval_cfg)
+            attach_draft_store(self.model, self.draft_store())
         return self.evaluators[key]
+
+    def draft_store(self) -> DraftStore:
+        """The unedited model's generated tokens per request, under ``<cache>/baselines/drafts/`` (built once)."""
+        if self.drafts is None:
+            root = self.cache.root / "baselines" / "drafts" if self.cache.root else None
+            self.drafts = DraftStore(root, {"model": self.identity, "generation_eos_ids": sorted(
+                generation_eos_ids(self.model))}, vocab_size=getattr(self.model.config, "vocab_size", None))
+        return self.drafts
 
     def baseline_key(self, eval_cfg: Any) -> str:
         """The unedited model's evaluation is cached per model, eval config and the tokens generation stops at
@@ -206,7 +217,8 @@ class Workbench:
         def stored() -> dict[str, float] | None:
             if path is None or not path.exists() or need_samples():
                 return None
-            return _read_baseline(path, self.identity)
+            metrics = _read_baseline(path, self.identity)
+            return None if metrics is None or baseline_needs_drafts(eval_cfg, path) else metrics
 
         metrics = stored()
         if metrics is None:
@@ -218,12 +230,14 @@ class Workbench:
                     evaluator = self.evaluator(eval_cfg)
                     store = (TaskStore(path.with_name(f"{key}.tasks"), f"{key}-samples{int(bool(eval_cfg.log_samples))}")
                              if path is not None else None)  # finished tasks, kept for an attempt cut short
-                    metrics = evaluator.evaluate(store)
+                    with self.draft_store().recording() as drafts:  # its answers: the drafts of later points
+                        recorded = drafts.recorded
+                        metrics = evaluator.evaluate(store)
                     if need_samples():
                         write_samples(samples_dir, evaluator.last_samples, evaluator.last_sample_kinds)
                     if path is not None:
-                        write_json_atomic(path, {"metrics": metrics, "model": self.identity,
-                                                 "eval": _plain(eval_cfg)})
+                        write_json_atomic(path, {"metrics": metrics, "model": self.identity, "eval": _plain(eval_cfg),
+                                                 "drafts": {"recorded": drafts.recorded - recorded}})
                     if store is not None:
                         self.baseline_kept.extend(store.reused)
                         store.clear()

@@ -1,0 +1,181 @@
+"""Greedy decoding of a batch that continues from a prompt prefix's KV cache, drafted where a draft exists.
+
+:func:`greedy_decode` is the greedy loop of :class:`~mathneuro.evaluation.prefix_cache.PrefixCacheHFLM`.
+Without drafts it is plain greedy decoding: one pass for the prompt suffixes, then one token per
+row and pass; a row leaves the batch once its text is final (EOS, a stop string, its budget).
+
+With drafts (:class:`~mathneuro.evaluation.draft_lookup.RowDraft`: the unedited model's answer to
+the same request) a pass also feeds each row's proposed tokens, teacher-forced, after its input:
+the model's argmax at every fed position comes out of the one pass. A row keeps the longest run of
+proposed tokens equal to the model's own argmax, plus the model's next token; every kept token is
+the model's own greedy choice, so the tokens are those of undrafted greedy decoding. Rows accept
+different lengths and continue together: the cached keys/values of a row's rejected tokens (and of
+the pads of rows that proposed fewer) are masked out of the attention mask, the columns no row kept
+are cropped from the cache, and position ids count each row's own tokens. Models with sliding-window
+layers draft only while the cache stays within the window.
+
+Numerics: a pass over k tokens and k one-token passes compute the same function with different
+matrix shapes, so logits agree to the last bits only (about 1e-7 relative in float32). Argmax
+decisions agree unless two tokens tie to within that, as between the prefix cache and plain HFLM;
+in bf16 such near-ties are common enough that some answers part (measured in experiments/bench_eval.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from mathneuro.evaluation.draft_lookup import DraftPlanner, RowDraft
+from mathneuro.evaluation.generation import cache_kwarg, returned_cache
+from mathneuro.evaluation.stop_watch import StopWatch
+
+
+@dataclass
+class DecodeCounts:
+    """What one greedy decoding did: passes, tokens generated, drafted (verified) and accepted."""
+
+    passes: int = 0
+    generated: int = 0
+    rows_drafted: int = 0  # rows that had a draft
+    drafted: int = 0  # proposed tokens fed to the model to be verified
+    accepted: int = 0  # ... that were its own argmax
+
+
+def token_cost(model: torch.nn.Module) -> float:
+    """The planner's cost of one more token in a pass relative to a pass's fixed cost, by device (a fixed
+    table, so that drafting decisions never depend on timings). CPU: 1/8, the best of 1/4 .. 1/128 when
+    the planner was simulated on Qwen2.5-0.5B's GSM8K answers with the pass costs measured on an AMD
+    EPYC core with avx512_bf16 (bf16: ~75 ms a pass + ~4 ms a token on a 1,000-token cache; float32
+    ~2.5x the token cost); experiments/bench_eval.py --draft. CUDA: 1/256 (a pass costs about the same
+    for 1 or a few hundred tokens)."""
+    return 1 / 256 if next(model.parameters()).device.type == "cuda" else 1 / 8
+
+
+def max_logit_positions(model: torch.nn.Module) -> int:
+    """The most positions (rows x verified tokens) one pass returns logits for: about 64 M logits."""
+    vocab = int(getattr(model.config, "vocab_size", 0) or 0) or 32_000
+    return max(16, min(4096, (1 << 26) // vocab))
+
+
+def sliding_window(model: torch.nn.Module) -> int | None:
+    """The sliding window of a model with sliding-window attention layers (None: none)."""
+    config = model.config
+    window = getattr(config, "sliding_window", None)
+    layer_types = getattr(config, "layer_types", None) or ()
+    if window and ("sliding_attention" in layer_types or getattr(config, "use_sliding_window", True)):
+        return int(window)
+    return None
+
+
+def _takes_logits_to_keep(model: torch.nn.Module) -> bool:
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+@torch.no_grad()
+def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, plen: int, cache, *,
+                  budget: int, eos: set[int], watch: StopWatch, drafts: Sequence[RowDraft | None] | None = None,
+                  planner: DraftPlanner | None = None, window: int | None = None,
+                  autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+                  ) -> tuple[list[list[int]], DecodeCounts]:
+    """Greedy tokens of every row of ``ids`` (``[prefix | pads | suffix]``, ``mask`` its attention mask)
+    after the ``plen`` tokens in ``cache``, at most ``budget`` per row; with ``drafts`` (one per row, or
+    None) and a ``planner``, verified in drafted passes. ``window``: the model's sliding window, if any."""
+    n = ids.shape[0]
+    device = ids.device
+    drafts = list(drafts) if drafts is not None and planner is not None else [None] * n
+    counts = DecodeCounts(rows_drafted=sum(d is not None for d in drafts))
+    generated: list[list[int]] = [[] for _ in range(n)]
+    cache_arg = cache_kwarg(model)
+    # logits of the verified positions only, as an index tensor (see generation.last_positions)
+    positions_kwarg = _takes_logits_to_keep(model)
+    alive = list(range(n))
+    cache_mask = mask[:, :plen]
+    lead_ids, lead_mask = ids[:, plen:], mask[:, plen:]
+    lead_pos = (plen + lead_mask.cumsum(-1) - 1).clamp(min=max(plen - 1, 0))
+    while alive:
+        lead_width = lead_ids.shape[1]
+        lengths = [0] * len(alive)
+        if any(drafts[row] is not None for row in alive):
+            room = 1 << 30
+            if window is not None:  # every column fed stays inside the window (pads and rejected tokens too)
+                room = window - cache_mask.shape[1] - lead_width - max(budget - len(generated[r]) for r in alive)
+            rows = [(drafts[r].kind, min(drafts[r].available(), budget - len(generated[r]) - 1))
+                    if drafts[r] is not None else (None, 0) for r in alive]
+            lengths = planner.plan(rows, lead_width, room)
+        proposals = [drafts[row].proposal(k) if k > 0 else [] for row, k in zip(alive, lengths, strict=True)]
+        width = max(len(p) for p in proposals)
+        step_ids, step_mask, step_pos = lead_ids, lead_mask, lead_pos
+        last_pos = lead_pos[:, -1:]
+        if width:
+            block = lead_ids[:, -1:].repeat(1, width)  # filler for rows that propose fewer (masked out)
+            block_mask = torch.zeros((len(alive), width), dtype=mask.dtype, device=device)
+            for slot, proposal in enumerate(proposals):
+                if proposal:
+                    block[slot, :len(proposal)] = torch.tensor(proposal, dtype=block.dtype, device=device)
+                    block_mask[slot, :len(proposal)] = 1
+            offsets = torch.arange(1, width + 1, device=device)[None, :]
+            own = torch.tensor([len(p) for p in proposals], device=device)[:, None]
+            block_pos = last_pos + torch.minimum(offsets, own.clamp(min=1))
+            step_ids = torch.cat([lead_ids, block], dim=1)
+            step_mask = torch.cat([lead_mask, block_mask], dim=1)
+            step_pos = torch.cat([lead_pos, block_pos], dim=1)
+        fed = step_ids.shape[1]
+        keep_logits = {"logits_to_keep": torch.arange(lead_width - 1, fed, device=device)} if positions_kwarg else {}
+        with autocast():
+            result = model(input_ids=step_ids, attention_mask=torch.cat([cache_mask, step_mask], dim=1),
+                           position_ids=step_pos, use_cache=True, **{cache_arg: cache}, **keep_logits)
+        cache = returned_cache(result)
+        choices = result.logits[:, -(width + 1):, :].argmax(dim=-1).tolist()
+        counts.passes += 1
+        keep, kept_columns = [], []
+        for slot, row in enumerate(alive):
+            proposal, own = proposals[slot], choices[slot]
+            accepted = 0
+            while accepted < len(proposal) and proposal[accepted] == own[accepted]:
+                accepted += 1
+            counts.drafted += len(proposal)
+            counts.accepted += accepted
+            draft = drafts[row]
+            kind = draft.kind if draft is not None else None
+            finished = False
+            for token in (*proposal[:accepted], own[accepted]):
+                generated[row].append(token)
+                counts.generated += 1
+                if token in eos or watch.finished(generated[row]) or len(generated[row]) >= budget:
+                    finished = True
+                    break
+            if draft is not None:
+                planner.observe(kind, len(proposal), accepted)
+                if not finished:
+                    draft.advance(generated[row], len(proposal), accepted)
+            if not finished:
+                keep.append(slot)
+                kept_columns.append(lead_width + accepted)
+        if not keep:
+            break
+        columns = max(kept_columns)
+        if columns < fed:
+            cache.crop(columns - fed)
+        step_mask = step_mask[:, :columns].clone()
+        for slot, kept in zip(keep, kept_columns, strict=True):
+            step_mask[slot, kept:] = 0  # this row's rejected proposals (or pads), kept in the cache for others
+        last_token = torch.tensor([generated[alive[slot]][-1] for slot in keep], dtype=ids.dtype, device=device)
+        accepted_now = torch.tensor([k - lead_width for k in kept_columns], device=device)
+        sel = torch.tensor(keep, device=device)
+        if len(keep) < len(alive):
+            cache.batch_select_indices(sel)
+        cache_mask = torch.cat([cache_mask, step_mask], dim=1)[sel]
+        lead_pos = last_pos[sel] + 1 + accepted_now[:, None]
+        lead_ids, lead_mask = last_token[:, None], torch.ones_like(lead_pos, dtype=mask.dtype)
+        alive = [alive[slot] for slot in keep]
+    return generated, counts
+
+
+__all__ = ["DecodeCounts", "greedy_decode", "max_logit_positions", "sliding_window", "token_cost"]
