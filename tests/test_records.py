@@ -8,11 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from mathneuro.evaluation.samples import pooled_records, records_from_lm_eval, write_records
+from mathneuro.pipeline.runner import run_point
 from mathneuro.report import records
 from tests.conftest import load_experiment
 from tests.test_paired import GSM, RACE, lose, write_point, write_samples
+from tests.test_runner import base_overrides, compose_cfg
 
 
 @pytest.fixture
@@ -92,29 +95,11 @@ def test_the_packer_script(sweep: Path, tmp_path: Path, capsys) -> None:
     assert pack.main(["--study", "x", "--table", str(tmp_path / "t.csv")]) == 2  # --table needs --name
 
 
-def test_a_real_run_point_packs_and_its_records_average_to_its_metrics(tmp_path: Path) -> None:
+def test_a_real_run_point_packs_and_its_records_average_to_its_metrics(tiny_dir: Path, tmp_path: Path) -> None:
     """The runner's own results.json and samples (absolute baseline_dir, probe records), packed."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from mathneuro.models.tiny import tiny_model
-    from mathneuro.pipeline.cli import config_dir, job_dirname
-    from mathneuro.pipeline.config import register_configs
-    from mathneuro.pipeline.runner import run_point
-
-    model_dir = tmp_path / "tiny"
-    model, tok = tiny_model("llama")
-    model.save_pretrained(model_dir)
-    tok.save_pretrained(model_dir)
-    register_configs()
-    if not OmegaConf.has_resolver("mathneuro_dirname"):
-        OmegaConf.register_new_resolver("mathneuro_dirname", job_dirname)
-    overrides = [f"model.name_or_path={model_dir}", "model.name=tiny", "model.dtype=float32", "model.device=cpu",
-                 f"cache_dir={tmp_path / 'cache'}", "num_samples=4", "batch_size=4", "max_length=32", "progress=false",
-                 "logger=none", "eval=quick", "eval.tasks=[arith]", "eval.log_samples=true",
-                 "eval.arith.num_problems=6", "top_k=0.2"]
-    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
+    cfg = compose_cfg([*base_overrides(tiny_dir, tmp_path / "cache"), "num_samples=4", "max_length=32",
+                       "logger=none", "eval=quick", "eval.tasks=[arith]", "eval.log_samples=true",
+                       "eval.arith.num_problems=6", "top_k=0.2"])
     result = run_point(OmegaConf.to_object(cfg), tmp_path / "sweep" / "0")
     written = records.pack_sweep(tmp_path / "sweep", tmp_path / "rec", study="s")
     study = {p.kind: p for p in records.read_study(tmp_path / "rec")}

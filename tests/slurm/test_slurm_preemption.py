@@ -82,6 +82,25 @@ def open_gate_once_gone(proc, gate: Path, pid: int) -> None:
     (gate / "open").touch()
 
 
+def cut_twice(proc, cluster, cache: Path, gate: Path, tmp_path: Path, cut, kept) -> str:
+    """Cut the point's job (``cut(job)``) mid-identification, then mid-evaluation once ``kept()`` shows its
+    first task kept; let the third attempt through the gate and the sweep finish; the sweep's output."""
+    try:
+        mid_identification(proc, cache)
+        job = running_job(cluster)
+        cut(job)
+        pid = mid_evaluation(proc, gate, cluster, job, 1)
+        assert kept()
+        cut(job)
+        open_gate_once_gone(proc, gate, pid)
+        out = finish(proc, tmp_path, 900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-4000:]
+    return out
+
+
 def check_resumed(results: dict, sweep: Path, cache: Path, tasks: str) -> None:
     """Completed by a third attempt that went on from where each of the two before it stopped."""
     assert results["status"] == "complete"
@@ -110,19 +129,8 @@ def test_a_point_requeued_mid_identification_and_mid_evaluation_resumes_and_comp
                                        *point_args(medium_model, cache, sweep, num_samples), "baseline=false"],
                        tmp_path, {GATE_ENV: str(gate)})
     start = time.monotonic()
-    try:
-        mid_identification(proc, cache)
-        job = running_job(slurm_cluster)
-        slurm_cluster.requeue(job)
-        pid = mid_evaluation(proc, gate, slurm_cluster, job, 1)
-        assert list(sweep.glob("*/.partial/edited-*/*.json"))  # mc is kept
-        slurm_cluster.requeue(job)
-        open_gate_once_gone(proc, gate, pid)
-        out = finish(proc, tmp_path, 900)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, out[-4000:]
+    cut_twice(proc, slurm_cluster, cache, gate, tmp_path, slurm_cluster.requeue,
+              lambda: list(sweep.glob("*/.partial/edited-*/*.json")))  # mc is kept
     results = json.loads(next(sweep.glob("*/results.json")).read_text())
     print(f"\nrequeue test: {num_samples} samples, {time.monotonic() - start:.0f} s, attempts {results['attempts']}, "
           f"SLURM requeues {results['cluster']['restart_count']}, resumed {results.get('resumed')}")
@@ -143,19 +151,8 @@ def test_a_point_that_times_out_mid_identification_and_mid_evaluation_resumes_an
         *launcher_args(slurm_cluster.partition, timeout_min=10, signal_delay_s=60, max_num_timeout=3),
         *point_args(medium_model, cache, sweep, num_samples)], tmp_path, {GATE_ENV: str(gate)})
     start = time.monotonic()
-    try:
-        mid_identification(proc, cache)
-        job = running_job(slurm_cluster)
-        slurm_cluster.signal(job, "USR2")
-        pid = mid_evaluation(proc, gate, slurm_cluster, job, 1)
-        assert list((cache / "statistics" / "baselines").glob("*.tasks/*.json"))  # the baseline's mc is kept
-        slurm_cluster.signal(job, "USR2")
-        open_gate_once_gone(proc, gate, pid)
-        out = finish(proc, tmp_path, 900)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, out[-4000:]
+    cut_twice(proc, slurm_cluster, cache, gate, tmp_path, lambda job: slurm_cluster.signal(job, "USR2"),
+              lambda: list((cache / "statistics" / "baselines").glob("*.tasks/*.json")))  # the baseline's mc is kept
     results = json.loads(next(sweep.glob("*/results.json")).read_text())
     print(f"\ntimeout test: {num_samples} samples, {time.monotonic() - start:.0f} s, attempts {results['attempts']}, "
           f"SLURM requeues {results['cluster']['restart_count']}, resumed {results.get('resumed')}")
