@@ -68,14 +68,6 @@ def sizing_config(cfg: Any, spec_of_reference: MethodSpec, key: str = "method") 
     return resolve_method({**shared, **dict(cfg.reference_args or {}), "name": name}, f"{key}.reference_args")
 
 
-def sizing_selection(inputs: MethodInputs, cfg: Any, spec_of_reference: MethodSpec) -> Selection:
-    """The selection of the method sizing ``cfg`` (see :func:`sizing_config`), on the same inputs."""
-    spec, sized_cfg = sizing_config(cfg, spec_of_reference)
-    selection = spec(_sizing_inputs(inputs, spec, sized_cfg), sized_cfg)
-    _check_unit(spec.name, "neurons" if selection.neurons else "weights", spec_of_reference)
-    return selection
-
-
 def sizing_counts(inputs: MethodInputs, cfg: Any, spec_of_reference: MethodSpec) -> tuple[dict[str, int], dict]:
     """The per-matrix (or per-layer) counts and the metadata of the selection sizing ``cfg``: all a random
     reference needs. Read from ``inputs.sizes`` when the same selection was made on the same inputs before
