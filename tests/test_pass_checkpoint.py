@@ -199,3 +199,23 @@ def test_sigterm_requests_a_checkpoint_and_still_reaches_the_handler_installed_b
         assert calls == [signal.SIGTERM]
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_half_written_files_a_killed_attempt_left_go_once_the_entries_are_stored(tiny, tmp_path):
+    """SIGKILL mid-write leaves atomic_write's temp file (the cleanup never runs); the holder of the pass's
+    locks removes those of its checkpoint and of its entries once they are stored."""
+    model, tok = tiny
+    cache = StatisticsCache(tmp_path / "cache")
+    found, keys = cached_statistics(cache, model, tok, TEXTS[:8], model_identity={"model": "tiny"}, kinds=KINDS,
+                                    max_length=64, batch_size=BATCH, progress=False)
+    checkpoint = cache.checkpoint(list(keys.values()), BATCH)
+    orphans = [checkpoint.path.parent / f".{checkpoint.path.name}.k9x.tmp",
+               *(tmp_path / "cache" / f".{keys[k]}.{ext}.k9x.tmp" for k in KINDS for ext in ("safetensors", "json"))]
+    bystander = tmp_path / "cache" / ".another-entry.safetensors.k9x.tmp"  # not these entries': kept
+    for path in [*orphans, bystander]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"half")
+    checkpoint.clear()
+    for kind in KINDS:
+        cache.save(keys[kind], found[kind])
+    assert [p for p in orphans if p.exists()] == [] and bystander.exists()

@@ -31,7 +31,7 @@ from safetensors.torch import load_file, save_file
 from mathneuro.models.targets import find_mlp_activations, find_target_linears
 from mathneuro.statistics.checkpoint import DEFAULT_EVERY_S, PassCheckpoint
 from mathneuro.statistics.passes import KindMap, Statistics, canonical_kind, collect_statistics
-from mathneuro.util.io import atomic_write, write_json_atomic
+from mathneuro.util.io import atomic_write, remove_orphaned_temps, write_json_atomic
 from mathneuro.util.locking import FileLock
 
 CACHE_VERSION = 1
@@ -147,7 +147,8 @@ class StatisticsCache:
 
     def save(self, key: str, stats: Statistics) -> None:
         """Store ``stats`` under ``key``: tensors first, then the metadata that vouches for them (their
-        sha256 and shapes), each atomically; if the metadata cannot be written the tensors go too."""
+        sha256 and shapes), each atomically; if the metadata cannot be written the tensors go too. The caller
+        holds the key's lock, so temp files of the entry's name are a killed writer's: they are removed."""
         self._memory[key] = stats
         if self.root is None:
             return
@@ -162,6 +163,8 @@ class StatisticsCache:
         except BaseException:  # interrupted or failed: no entry rather than half of one
             tensors_path.unlink(missing_ok=True)
             raise
+        for path in (tensors_path, self.root / f"{key}.json"):  # the caller holds the key's lock
+            remove_orphaned_temps(path)
 
     def checkpoint(self, keys: Sequence[str], batch_size: int,
                    every_s: float = DEFAULT_EVERY_S) -> PassCheckpoint | None:

@@ -26,7 +26,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from mathneuro.util.io import atomic_write
+from mathneuro.util.io import atomic_write, remove_orphaned_temps
 from mathneuro.util.signals import checkpoint_requested
 
 FORMAT = 1
@@ -115,5 +115,7 @@ class PassCheckpoint:
         self.saved = state.batches_done
 
     def clear(self) -> None:
-        """Delete the checkpoint (its pass's result is stored)."""
+        """Delete the checkpoint (its pass's result is stored), and any half-written one a killed attempt
+        left (only the holder of the pass's locks writes or clears it)."""
         self.path.unlink(missing_ok=True)
+        remove_orphaned_temps(self.path)

@@ -37,6 +37,15 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
             os.unlink(tmp)
 
 
+def remove_orphaned_temps(path: str | os.PathLike) -> None:
+    """Delete the temp files :func:`atomic_write` left beside ``path`` when its process was killed mid-write
+    (SIGKILL skips the cleanup). Only for a caller no other process can be writing ``path`` beside (one
+    holding its lock): a temp file being written is indistinguishable from an orphan."""
+    path = Path(path)
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        tmp.unlink(missing_ok=True)
+
+
 def write_json_atomic(path: str | os.PathLike, data: dict) -> None:
     """Write ``data`` as JSON to ``path`` atomically (and synced to disk)."""
     def write(tmp: str) -> None:
