@@ -14,6 +14,9 @@ from mathneuro.util.peak_memory import peak_memory_mb, peak_rss_mb, reset_peak_m
 from tests.test_runner import base_overrides, compose_cfg
 
 BIG_MB = 600
+# the kernel's resident-memory counters are batched per CPU, so two reads of one high-water mark can differ by
+# a few pages: stages compare within this slack (a run here read 685.8 MB, then 685.7 MB)
+COUNTER_SLACK_MB = 1.0
 
 
 def _touch_and_free(mb: int) -> None:
@@ -44,4 +47,5 @@ def test_a_point_does_not_inherit_the_peak_of_work_done_before_it(tiny_dir, tmp_
     cfg = compose_cfg([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", "logger=none"])
     peaks = run_point(OmegaConf.to_object(cfg), tmp_path / "out")["peak_memory"]
     assert peaks["data"]["rss_mb"] < before - BIG_MB / 2
-    assert peaks["data"]["rss_mb"] <= peaks["load_model"]["rss_mb"] <= peaks["identification"]["rss_mb"]
+    data, load, identification = (peaks[stage]["rss_mb"] for stage in ("data", "load_model", "identification"))
+    assert data <= load + COUNTER_SLACK_MB and load <= identification + COUNTER_SLACK_MB
