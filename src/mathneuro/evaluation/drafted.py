@@ -47,12 +47,14 @@ class DecodeCounts:
 
 def token_cost(model: torch.nn.Module) -> float:
     """The planner's cost of one more token in a pass relative to a pass's fixed cost, by device (a fixed
-    table, so that drafting decisions never depend on timings). CPU: 1/8, the best of 1/4 .. 1/128 when
-    the planner was simulated on Qwen2.5-0.5B's GSM8K answers with the pass costs measured on an AMD
-    EPYC core with avx512_bf16 (bf16: ~75 ms a pass + ~4 ms a token on a 1,000-token cache; float32
-    ~2.5x the token cost); experiments/bench_eval.py --draft. CUDA: 1/256 (a pass costs about the same
-    for 1 or a few hundred tokens)."""
-    return 1 / 256 if next(model.parameters()).device.type == "cuda" else 1 / 8
+    table, so that drafting decisions never depend on timings). CPU: 1/16. Measured on an AMD EPYC with
+    avx512_bf16, 2 threads, Qwen2.5-Coder-0.5B, 8 rows on a 900-token cache (experiments/bench_pass_cost.py):
+    a pass costs ~68 ms + ~1.7 ms per row-token in bf16 and ~190 ms + ~5 ms in float32 (1/40, 1/37), and
+    the planner, simulated on that CPU's costs over the GSM8K answers of experiments/bench_eval.py --draft,
+    did best at 1/16 to 1/8 for every edit and dtype (its acceptance model is a geometric guess; a longer
+    proposal pays less than it predicts). CUDA: 1/256 (a pass costs about the same for 1 or a few hundred
+    tokens)."""
+    return 1 / 256 if next(model.parameters()).device.type == "cuda" else 1 / 16
 
 
 def max_logit_positions(model: torch.nn.Module) -> int:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import torch
 from tqdm.auto import tqdm
 
+from mathneuro.evaluation.gqa_attention import grouped_query_attention
 from mathneuro.util.padding import left_padded, pad_token_id
 
 
@@ -141,7 +142,9 @@ def greedy_generate(
     for lo in range(0, len(order), batch_size):
         idx = order[lo: lo + batch_size]
         batch = [rows[i] for i in idx]
-        texts = _generate_batch(model, tokenizer, batch, prefix_cache, start, max_new_tokens, stop, eos, pad_id, device)
+        with grouped_query_attention(model):  # the suffix pass over the repeated prefix cache
+            texts = _generate_batch(model, tokenizer, batch, prefix_cache, start, max_new_tokens, stop, eos, pad_id,
+                                    device)
         for i, text in zip(idx, texts, strict=True):
             results[i] = text
         bar.update(len(idx))

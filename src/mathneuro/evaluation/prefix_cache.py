@@ -53,6 +53,7 @@ from mathneuro.evaluation.draft_lookup import DraftPlanner, RowDraft
 from mathneuro.evaluation.drafted import greedy_decode, max_logit_positions, sliding_window, token_cost
 from mathneuro.evaluation.drafts import DraftCounts, draft_store_of
 from mathneuro.evaluation.generation import cache_kwarg, generation_eos_ids, last_logit_only, returned_cache
+from mathneuro.evaluation.gqa_attention import grouped_query_attention
 from mathneuro.evaluation.last_token import one_token_groups, score_last_tokens
 from mathneuro.evaluation.shared_context import score_shared_context, shared_context_groups
 from mathneuro.evaluation.stop_watch import StopWatch
@@ -140,7 +141,8 @@ class PrefixCacheHFLM(HFLM):
         self._drop_prefix()
         self._planner = None
         try:
-            return super().generate_until(requests, disable_tqdm=disable_tqdm)
+            with grouped_query_attention(self.model):
+                return super().generate_until(requests, disable_tqdm=disable_tqdm)
         finally:
             self._drop_prefix()
 
@@ -159,6 +161,10 @@ class PrefixCacheHFLM(HFLM):
         requests, ``batch_size="auto"`` for one-token requests, models that cannot take a cache or
         left padding) take lm-eval's path.
         """
+        with grouped_query_attention(self.model):
+            return self._loglikelihood_in_parts(requests, disable_tqdm, override_bs)
+
+    def _loglikelihood_in_parts(self, requests, disable_tqdm: bool, override_bs: int | None):
         self.prefix_stats = PrefixStats()
         answers: list[tuple[float, bool] | None] = [None] * len(requests)
         shared = shared_context_groups(requests, self.min_prefix_tokens, self.max_length)
