@@ -47,14 +47,14 @@ class DecodeCounts:
 
 def token_cost(model: torch.nn.Module) -> float:
     """The planner's cost of one more token in a pass relative to a pass's fixed cost, by device (a fixed
-    table, so that drafting decisions never depend on timings). CPU: 1/16. Measured on an AMD EPYC with
-    avx512_bf16, 2 threads, Qwen2.5-Coder-0.5B, 8 rows on a 900-token cache (experiments/bench_pass_cost.py):
-    a pass costs ~68 ms + ~1.7 ms per row-token in bf16 and ~190 ms + ~5 ms in float32 (1/40, 1/37), and
-    the planner, simulated on that CPU's costs over the GSM8K answers of experiments/bench_eval.py --draft,
-    did best at 1/16 to 1/8 for every edit and dtype (its acceptance model is a geometric guess; a longer
-    proposal pays less than it predicts). CUDA: 1/256 (a pass costs about the same for 1 or a few hundred
-    tokens)."""
-    return 1 / 256 if next(model.parameters()).device.type == "cuda" else 1 / 16
+    table, so that drafting decisions never depend on timings). CPU: 1/8. On an AMD EPYC with avx512_bf16
+    (2 threads, Qwen2.5-Coder-0.5B, 8 rows on a 900-token cache) a bare pass costs ~68 ms + ~1.7 ms per
+    row-token in bf16 and ~190 ms + ~5 ms in float32 (experiments/bench_pass_cost.py), but inside
+    evaluation a drafted pass costs more per token (longer, masked caches, the argmax over the
+    vocabulary): simulated over the GSM8K answers of experiments/bench_eval.py --draft with the costs
+    calibrated to that run's passes, 1/8 did best or within 1 % of best for every edit. CUDA: 1/256 (a
+    pass costs about the same for 1 or a few hundred tokens)."""
+    return 1 / 256 if next(model.parameters()).device.type == "cuda" else 1 / 8
 
 
 def max_logit_positions(model: torch.nn.Module) -> int:
