@@ -56,6 +56,32 @@ def test_after_a_departure_the_longest_generated_suffix_found_in_the_draft_re_an
     assert early.proposal(2) == [13, 14]
 
 
+def test_a_row_that_repeats_itself_proposes_its_next_laps():
+    row = RowDraft(ANSWER)
+    generated = [10, 50]  # departs from the draft at its second token, into a loop the draft does not have
+    row.advance(generated, proposed=4, accepted=1)
+    assert row.pos is None
+    generated += [51, 52, 50]  # (50,) occurred before, followed by 51, 52, 50
+    row.advance(generated, proposed=0, accepted=0)
+    assert row.source is generated and row.proposal(7) == [51, 52, 50, 51, 52, 50, 51]
+    generated += [51, 52, 50, 51, 52, 50, 51, 52]  # all 7 accepted, then the model's own 52: still the loop
+    row.advance(generated, proposed=7, accepted=7)
+    assert row.kind == "aligned" and row.proposal(4) == [50, 51, 52, 50]
+    generated += [50, 51, 52, 99]  # the loop ends: 99 is nowhere
+    row.advance(generated, proposed=4, accepted=3)
+    assert row.pos is None and row.available() == 0
+
+
+def test_the_draft_wins_a_lookup_tie_with_the_rows_own_tokens():
+    row = RowDraft(ANSWER)
+    generated = [14, 60, 14]  # (14,) occurs in the draft (then 15) and earlier in the row (then 60)
+    row.advance(generated, proposed=3, accepted=0)
+    assert row.source is row.answer and row.proposal(2) == [15, 11]
+    generated += [61, 60]  # (60,) only in the row's own tokens (then 14, 61)
+    row.advance(generated, proposed=2, accepted=0)
+    assert row.source is generated and row.proposal(2) == [14, 61]
+
+
 def test_a_draft_that_ends_proposes_nothing_more():
     row = RowDraft([5, 6])
     row.advance([5, 6], proposed=1, accepted=1)

@@ -4,7 +4,10 @@ A row's draft is the unedited model's generated tokens for the same request (:cl
 It is proposed from its start. After a token that departs from it, the row is re-anchored by
 lookup: the longest suffix (at most :data:`MAX_NGRAM` tokens) of what the row has generated that
 occurs in the draft (the occurrence nearest to where the row was in it) proposes the tokens that
-follow that occurrence. Where nothing matches, the row proposes nothing until a later token does.
+follow that occurrence. The row's own earlier tokens are looked up too (the latest occurrence
+wins; the draft wins a tie): an answer that repeats itself, as a pruned model's often does until
+``max_gen_toks``, proposes its next lap. Where nothing matches, the row proposes nothing until a
+later token does.
 
 :class:`DraftPlanner` decides how many proposed tokens a pass verifies. Adaptive (the default):
 the length that maximises the tokens a pass is expected to produce per unit of its cost, from the
@@ -21,6 +24,7 @@ import bisect
 from collections.abc import Sequence
 
 MAX_NGRAM = 3  # the longest generated suffix looked up in the draft
+OWN_LAPS_LIMIT = 1 << 16  # what a row repeating itself may propose (the budget caps it)
 ALIGNED = 4  # this many trailing tokens agreeing with the draft make a row "aligned"
 # Prior (accepted, rejected) counts per anchor kind: the acceptance expected before any is seen.
 PRIORS = {"start": (8.0, 1.0), "aligned": (8.0, 1.0), "ngram3": (3.0, 1.0), "ngram2": (2.0, 1.0),
@@ -30,7 +34,8 @@ CANDIDATE_LENGTHS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 
 
 
 class RowDraft:
-    """One row's draft (the unedited model's answer) and where the row stands in it."""
+    """One row's draft (the unedited model's answer) and where the row stands in it, or in its own
+    earlier tokens (``source``: the list proposed from)."""
 
     def __init__(self, answer: Sequence[int]) -> None:
         self.answer = [int(t) for t in answer]
@@ -38,51 +43,78 @@ class RowDraft:
         for n in range(1, MAX_NGRAM + 1):
             for end in range(n, len(self.answer)):
                 self._ends.setdefault(tuple(self.answer[end - n:end]), []).append(end)
-        self.pos: int | None = 0 if self.answer else None  # index in the answer of the next token proposed
+        self.source: list[int] = self.answer
+        self.pos: int | None = 0 if self.answer else None  # index in ``source`` of the next token proposed
         self.kind: str | None = "start" if self.answer else None
         self._near = 0  # where in the answer the row last was (lookups prefer occurrences near it)
+        self._own_ends: dict[tuple[int, ...], int] = {}  # n-gram of the row's tokens -> latest end with a token after
+        self._own_indexed = 0  # the row's tokens indexed so far
 
     def available(self) -> int:
-        """How many tokens the row can propose now."""
-        return 0 if self.pos is None else len(self.answer) - self.pos
+        """How many tokens the row can propose now (its own tokens: as many as asked, see ``proposal``)."""
+        if self.pos is None:
+            return 0
+        return len(self.source) - self.pos if self.source is self.answer else OWN_LAPS_LIMIT
 
     def proposal(self, length: int) -> list[int]:
-        """The next ``length`` proposed tokens (fewer at the draft's end; none while unanchored)."""
+        """The next ``length`` proposed tokens (fewer at the draft's end; none while unanchored). From the
+        row's own tokens: what followed the suffix's latest occurrence, repeated as a loop would."""
         if self.pos is None or length <= 0:
             return []
-        return self.answer[self.pos:self.pos + length]
+        if self.source is self.answer:
+            return self.source[self.pos:self.pos + length]
+        lap = self.source[self.pos:]
+        return [lap[i % len(lap)] for i in range(length)]
 
-    def advance(self, generated: Sequence[int], proposed: int, accepted: int) -> None:
+    def advance(self, generated: list[int], proposed: int, accepted: int) -> None:
         """Move past a pass in which ``accepted`` of ``proposed`` tokens were the model's own and
-        ``generated[-1]`` is the model's next token."""
+        ``generated[-1]`` is the model's next token (``generated``: the row's tokens so far, a list the
+        caller extends in place)."""
         if self.pos is not None:
             after = self.pos + accepted
-            self._near = after
-            if accepted == proposed and after < len(self.answer) and self.answer[after] == generated[-1]:
+            if self.source is self.answer:
+                self._near = after
+            if accepted == proposed and after < len(self.source) - (self.source is generated) \
+                    and self.source[after] == generated[-1]:
                 self.pos = after + 1
                 self.kind = self._kind(generated)
                 return
         self._anchor(generated)
 
-    def _anchor(self, generated: Sequence[int]) -> None:
-        """Re-anchor by the longest suffix of ``generated`` found in the answer (None: not found)."""
+    def _anchor(self, generated: list[int]) -> None:
+        """Re-anchor by the longest suffix of ``generated`` found in the answer or earlier in ``generated``
+        (None: found in neither)."""
+        self._index_own(generated)
         for n in range(min(MAX_NGRAM, len(generated)), 0, -1):
-            ends = self._ends.get(tuple(generated[-n:]))
-            if not ends:
-                continue
-            i = bisect.bisect_left(ends, self._near)
-            options = ends[max(i - 1, 0):i + 1]
-            end = min(options, key=lambda e: (abs(e - self._near), -e))
-            self.pos = self._near = end
-            self.kind = self._kind(generated)
-            return
+            key = tuple(generated[-n:])
+            ends = self._ends.get(key)
+            if ends:
+                i = bisect.bisect_left(ends, self._near)
+                options = ends[max(i - 1, 0):i + 1]
+                end = min(options, key=lambda e: (abs(e - self._near), -e))
+                self.source, self.pos = self.answer, end
+                self._near = end
+                self.kind = self._kind(generated)
+                return
+            own = self._own_ends.get(key)
+            if own is not None:  # the row repeats itself: propose what followed last time
+                self.source, self.pos = generated, own
+                self.kind = self._kind(generated)
+                return
         self.pos, self.kind = None, None
 
+    def _index_own(self, generated: Sequence[int]) -> None:
+        """Index the n-grams of ``generated`` that have a token after them (all but its last token's)."""
+        for end in range(max(self._own_indexed, 1), len(generated)):
+            for n in range(1, min(MAX_NGRAM, end) + 1):
+                self._own_ends[tuple(generated[end - n:end])] = end
+        self._own_indexed = max(self._own_indexed, len(generated))
+
     def _kind(self, generated: Sequence[int]) -> str:
-        """How well the row is anchored: by how many trailing generated tokens agree with the answer."""
+        """How well the row is anchored: by how many trailing generated tokens agree with the source."""
         support = 0
         while (support < ALIGNED and support < len(generated) and support < self.pos
-               and generated[-1 - support] == self.answer[self.pos - 1 - support]):
+               and generated[-1 - support] == self.source[self.pos - 1 - support]):
             support += 1
         return "aligned" if support >= ALIGNED else f"ngram{max(support, 1)}"
 
@@ -144,4 +176,4 @@ class DraftPlanner:
         return [min(best, a) for _, a in rows]
 
 
-__all__ = ["ALIGNED", "CANDIDATE_LENGTHS", "DraftPlanner", "MAX_NGRAM", "PRIORS", "RowDraft"]
+__all__ = ["ALIGNED", "CANDIDATE_LENGTHS", "DraftPlanner", "MAX_NGRAM", "OWN_LAPS_LIMIT", "PRIORS", "RowDraft"]
