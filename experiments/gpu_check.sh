@@ -11,8 +11,10 @@
 # prepare needs: the converted 1.5B in the mathneuro cache (any run of claims_1p5b.sh leaves it there), the
 # shared data (DATA, default ../shared/data) and, for a machine without the project's dependencies, wheels in
 # .whl/ (see /work/.library/device/README.md); run installs .whl/*.whl into /tmp/site when present.
-# $OUT gets six files: install.log test_cuda.log bench_identification.json point.log point_results.json suite.log
-# Environment: TESTS (1) BENCH (1) POINT (1) SUITE (1: the whole test suite under pytest-xdist, last)
+# $OUT gets nine files: install.log test_cuda.log bench_identification.json point.log point_results.json
+# pass_cost.json draft.json draft.log suite.log
+# Environment: TESTS (1) BENCH (1) POINT (1) DRAFT (1; DRAFT_QUESTIONS 64) SUITE (1: the whole test suite under
+# pytest-xdist, last)
 #   N (100 identification samples per set) GSM8K (100) MMLU (5 per subject) EVAL_BATCH (32) SUITE_TIMEOUT (240 s)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -98,6 +100,17 @@ EOF
     "$py" -c "import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({k: r.get(k) for k in
 ('timings','peak_memory','hardware','metrics','baseline_metrics')}, indent=1))" /tmp/gpu_check_point/results.json
     cp /tmp/gpu_check_point/results.json "$out/point_results.json" 2>/dev/null
+  fi
+  if [ "${DRAFT:-1}" = 1 ]; then
+    # drafted decoding (issue 33): a pass of k tokens against a decode step (the ceiling), then the drafted
+    # benchmark at the eval batch. Random weights: the timings and pass counts mean something, the answers not.
+    t0=$SECONDS
+    "$py" experiments/bench_pass_cost.py --model "$model" --dtype bfloat16 --device cuda --batch 8 "${EVAL_BATCH:-32}" \
+      --out "$out/pass_cost.json" 2>&1 | grep -v Loading | tail -n 26
+    "$py" experiments/bench_eval.py --draft --model "$model" --dtype bfloat16 --device cuda \
+      --batch-size "${EVAL_BATCH:-32}" --limit "${DRAFT_QUESTIONS:-64}" --chunk "${EVAL_BATCH:-32}" --data-dir "$gpu/data" \
+      --cache-dir /tmp/gpu_check_bench --out "$out/draft.json" > "$out/draft.log" 2>&1
+    echo "draft: rc $? in $((SECONDS - t0)) s"; grep -A6 '^| edit' "$out/draft.log"
   fi
   if [ "${SUITE:-1}" = 1 ]; then
     t0=$SECONDS
