@@ -216,3 +216,15 @@ def test_a_sliding_window_model_drafts_only_within_its_window(arch):
         assert lms.drafted.prefix_stats.drafted_rows >= 1
     finally:
         attach_draft_store(model, None)
+
+
+def test_rows_whose_drafts_share_no_token_with_the_answer_draft_from_their_own_repeats(lms):
+    kw = dict(until=[], max_gen_toks=48)
+    expected, store = reference(lms, **kw)
+
+    def foreign(g):  # parts at the first token and never matches again: only the row's own tokens can propose
+        return [t for t in range(3, 259) if t not in set(g)][:8]
+
+    assert drafted(lms, lms.drafted, changed(store, [foreign]), store.keys(), **kw) == expected
+    stats = lms.drafted.prefix_stats
+    assert stats.tokens_accepted > 0  # accepted from the rows' own earlier tokens (random tiny models repeat)
