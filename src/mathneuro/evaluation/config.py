@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from mathneuro.evaluation.drafts import DRAFT_MODES
 from mathneuro.evaluation.probe_registry import is_probe, probe_spec
 from mathneuro.evaluation.task_index import check_task_names, include_paths, local_task_names
 from mathneuro.evaluation.tasks import (
@@ -191,8 +192,8 @@ class EvalConfig:
             _check_min("eval.max_gen_toks", self.max_gen_toks, 1)
         if self.max_length is not None:
             _check_min("eval.max_length", self.max_length, 2)
-        if self.draft not in ("baseline", "none"):
-            raise ValueError(f"eval.draft: unknown value {self.draft!r}; allowed: baseline, none")
+        if self.draft not in DRAFT_MODES:
+            raise ValueError(f"eval.draft: unknown value {self.draft!r}; allowed: {', '.join(DRAFT_MODES)}")
         if self.draft_tokens is not None:
             _check_min("eval.draft_tokens", self.draft_tokens, 1)
         if self.softmax_dtype not in (None, "float32", "float64", "bfloat16", "float16"):

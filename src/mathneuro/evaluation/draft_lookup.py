@@ -13,8 +13,9 @@ later token does.
 the length that maximises the tokens a pass is expected to produce per unit of its cost, from the
 acceptance seen so far in this call (counted per kind of anchor: the draft's start, a long
 agreement, a 3-, 2- or 1-token match) and the cost of one verified token relative to a pass
-(``token_cost``: small where a pass costs about the same for 1 or 100 tokens, as on a GPU). Fixed (``eval.draft_tokens = k``): the first pass verifies the whole draft,
-every later proposal is at most ``k`` tokens. Every decision depends on tokens only, never on
+(``token_cost``: small where a pass costs about the same for 1 or 100 tokens, as on a GPU).
+Fixed (``eval.draft_tokens = k``): the first pass verifies the whole draft, every later proposal is
+at most ``k`` tokens. Every decision depends on tokens only, never on
 timings, so a run is reproducible.
 """
 
@@ -74,8 +75,8 @@ class RowDraft:
             after = self.pos + accepted
             if self.source is self.answer:
                 self._near = after
-            if accepted == proposed and after < len(self.source) - (self.source is generated) \
-                    and self.source[after] == generated[-1]:
+            # (from the row's own tokens, ``after`` is at most the second-last: ``generated`` grew by accepted + 1)
+            if accepted == proposed and after < len(self.source) and self.source[after] == generated[-1]:
                 self.pos = after + 1
                 self.kind = self._kind(generated)
                 return

@@ -9,8 +9,8 @@ the same request) a pass also feeds each row's proposed tokens, teacher-forced, 
 the model's argmax at every fed position comes out of the one pass (after a departure a row proposes
 by lookup in that answer or in its own earlier tokens: :mod:`~mathneuro.evaluation.draft_lookup`).
 A row keeps the longest run of proposed tokens equal to the model's own argmax, plus the model's
-next token; every kept token is
-the model's own greedy choice, so the tokens are those of undrafted greedy decoding. Rows accept
+next token; every kept token is the model's own greedy choice, so the tokens are those of undrafted
+greedy decoding. Rows accept
 different lengths and continue together: the cached keys/values of a row's rejected tokens (and of
 the pads of rows that proposed fewer) are masked out of the attention mask, the columns no row kept
 are cropped from the cache, and position ids count each row's own tokens. Models with sliding-window

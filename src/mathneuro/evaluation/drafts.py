@@ -38,16 +38,13 @@ from typing import Any
 
 import torch
 
-from mathneuro.evaluation.probe_registry import is_probe
+from mathneuro.evaluation.tasks import TASKS
 from mathneuro.util.io import write_json_atomic
 
 log = logging.getLogger("mathneuro")
 
 DRAFT_MODES = ("baseline", "none")
 STORE_VERSION = 1
-# Tasks of our table that never generate (log-likelihood or built-in probes that do not run the harness).
-_NO_GENERATION = frozenset({"race", "mmlu", "hellaswag", "piqa", "winogrande", "wikitext", "mutual", "mutual_plus",
-                            "mathqa", "arith", "mc", "ppl"})
 _STORES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -195,7 +192,8 @@ def may_generate(eval_cfg: Any) -> bool:
     """Whether drafting is on for ``eval_cfg`` and one of its tasks may decode greedily through the harness."""
     if getattr(eval_cfg, "draft", "none") != "baseline" or not getattr(eval_cfg, "prefix_cache", False):
         return False
-    return any(t not in _NO_GENERATION and (t == "gsm8k_gen" or not is_probe(t)) for t in eval_cfg.tasks)
+    # a task outside the table (a user's YAML) may generate
+    return any(TASKS[t].generates if t in TASKS else True for t in eval_cfg.tasks)
 
 
 def baseline_needs_drafts(eval_cfg: Any, entry: Path) -> bool:

@@ -139,15 +139,15 @@ def greedy_generate(
     order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
     results: list[str] = [""] * len(rows)
     bar = tqdm(total=len(rows), desc=desc, disable=not progress, leave=False)
-    for lo in range(0, len(order), batch_size):
-        idx = order[lo: lo + batch_size]
-        batch = [rows[i] for i in idx]
-        with grouped_query_attention(model):  # the suffix pass over the repeated prefix cache
+    with grouped_query_attention(model):  # each batch's suffix pass over the repeated prefix cache
+        for lo in range(0, len(order), batch_size):
+            idx = order[lo: lo + batch_size]
+            batch = [rows[i] for i in idx]
             texts = _generate_batch(model, tokenizer, batch, prefix_cache, start, max_new_tokens, stop, eos, pad_id,
                                     device)
-        for i, text in zip(idx, texts, strict=True):
-            results[i] = text
-        bar.update(len(idx))
+            for i, text in zip(idx, texts, strict=True):
+                results[i] = text
+            bar.update(len(idx))
     bar.close()
     return results
 

@@ -57,6 +57,7 @@ class TaskSpec:
     probe: bool = False  # a built-in probe (no harness)
     files: tuple[str, ...] = ()  # files the local version reads, relative to data_dir
     stock_needs: tuple[str, ...] = field(default=())  # python modules the stock task imports
+    generates: bool = False  # decodes through lm-eval's generate_until (where drafted decoding applies)
 
     @property
     def harness(self) -> bool:
@@ -66,14 +67,14 @@ class TaskSpec:
 
 _TASKS: tuple[TaskSpec, ...] = (
     # math (paper: GSM8K CoT; generalisation: MATH, EGSM, MathQA)
-    TaskSpec("gsm8k_cot", "math", "gsm8k_cot", "gsm8k_cot_local", files=("gsm8k/test.jsonl",)),
-    TaskSpec("gsm8k", "math", "gsm8k", "gsm8k_local", files=("gsm8k/test.jsonl", "gsm8k/train.jsonl")),
-    TaskSpec("minerva_math", "math", "minerva_math", "minerva_math_local", files=("math/test.jsonl",),
+    TaskSpec("gsm8k_cot", "math", "gsm8k_cot", "gsm8k_cot_local", generates=True, files=("gsm8k/test.jsonl",)),
+    TaskSpec("gsm8k", "math", "gsm8k", "gsm8k_local", generates=True, files=("gsm8k/test.jsonl", "gsm8k/train.jsonl")),
+    TaskSpec("minerva_math", "math", "minerva_math", "minerva_math_local", generates=True, files=("math/test.jsonl",),
              stock_needs=("math_verify",)),
-    TaskSpec("math500", "math", "minerva_math500", "math500_local", files=("math500/test.jsonl",),
+    TaskSpec("math500", "math", "minerva_math500", "math500_local", generates=True, files=("math500/test.jsonl",),
              stock_needs=("math_verify",)),
     TaskSpec("mathqa", "math", "mathqa", "mathqa_local", files=("mathqa/test_1000.jsonl",)),
-    TaskSpec("egsm", "math", None, "egsm_local", files=("egsm/egsm_full.jsonl",)),
+    TaskSpec("egsm", "math", None, "egsm_local", generates=True, files=("egsm/egsm_full.jsonl",)),
     # non-math (paper: RACE, MMLU; generalisation: HellaSwag, MuTual, PIQA, WikiText, WinoGrande)
     TaskSpec("race", "nonmath", "race", "race_local", files=("race/test_high_by_article.jsonl",)),
     TaskSpec("mmlu", "nonmath", "mmlu", "mmlu_local",
@@ -86,7 +87,7 @@ _TASKS: tuple[TaskSpec, ...] = (
     TaskSpec("mutual_plus", "nonmath", "mutual_plus", "mutual_plus_local", files=("mutual_plus/validation.jsonl",)),
     # built-in probes (no harness)
     TaskSpec("arith", "math", probe=True),
-    TaskSpec("gsm8k_gen", "math", probe=True),
+    TaskSpec("gsm8k_gen", "math", probe=True, generates=True),  # through PrefixCacheHFLM
     TaskSpec("mc", "nonmath", probe=True),
     TaskSpec("ppl", "nonmath", probe=True),
 )
