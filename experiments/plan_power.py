@@ -174,11 +174,99 @@ def report(root: Path = ROOT) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ----------------------------------------------------------- the amendment of 2026-12-06 (issue 40)
+#: Pilot facts the amended power note uses besides the backed-out variances: the unedited GSM8K
+#: accuracy (0.52), M's GSM8K accuracy at K = 15 % over the pilots' four draws (0.01, 0.05, 0.06, 0.01:
+#: sd 0.026) and the amended test 1b threshold (0.20 x unedited).
+UNEDITED_GSM8K, M_GSM8K_DRAW_SD, T1B_FACTOR = 0.52, 0.026, 0.20
+
+
+def power_direction(effect: float, se: float) -> float:
+    """Power of the two-sided 95 % interval to exclude 0 on the effect's side."""
+    return Z.cdf(abs(effect) / se - Z975)
+
+
+def power_equivalence(margin: float, se: float) -> float:
+    """Power of two one-sided tests (the 90 % interval inside +-margin) when the truth is 0."""
+    return max(0.0, 2 * Z.cdf(margin / se - Z95) - 1)
+
+
+def power_below(p: float, t: float, n: int, draws: int, sd: float = M_GSM8K_DRAW_SD) -> float:
+    """Test 1b: power of the 95 % interval's upper end to fall below t when M's accuracy is p. The
+    interval is the bootstrap's hulled with Wilson's on n (not n x draws), so its half-width is
+    1.96 x the larger of the two standard errors."""
+    se_boot = math.sqrt(p * (1 - p) / n + sd ** 2 / draws)
+    se_wilson = math.sqrt(max(p, 1e-9) * (1 - p) / n)
+    return Z.cdf((t - p - Z975 * max(se_boot, se_wilson)) / se_boot)
+
+
+def amended(root: Path = ROOT) -> str:
+    """The amendment's power note: every test at its amended size and number of draws."""
+    variances, spreads = example_variances(root), draw_spreads(root)
+
+    def pilot(cls: str, task: str) -> tuple[float, float]:
+        return (max((x[0] for x in variances.get((cls, task), [])), default=float("nan")),
+                max((x[0] for x in spreads.get((cls, task), [])), default=0.0))
+
+    def se(v: float, sd: float, n: int, d: int) -> float:
+        return math.sqrt(v / n + sd ** 2 / d)
+
+    lines = ["| test | comparison | n | D | v | draw sd | se | power (what the truth is taken to be) |",
+             "|---|---|---|---|---|---|---|---|"]
+    v, sd = pilot("prune: M - random, math", "gsm8k_cot")
+    s = se(v, sd, 200, 3)
+    lines.append(f"| 1a | M - random, GSM8K | 200 | 3 | {v:.3f} | {sd:.3f} | {s:.4f} | "
+                 f"{power_direction(0.30, s):.2f} (pilot gap -0.30; detectable {(Z975 + Z80) * s:.3f}) |")
+    t = T1B_FACTOR * UNEDITED_GSM8K
+    cells = ", ".join(f"{power_below(p, t, 200, 3):.2f} at {p:.2f}" for p in (0.02, 0.03, 0.05, 0.07))
+    old = ", ".join(f"{power_below(p, 0.10 * UNEDITED_GSM8K, 200, 3):.2f} at {p:.2f}" for p in (0.02, 0.03, 0.05))
+    lines.append(f"| 1b | M's GSM8K accuracy below t = {T1B_FACTOR:.2f} x unedited ({t:.3f}) | 200 | 3 | p(1-p) | "
+                 f"{M_GSM8K_DRAW_SD:.3f} | — | {cells} (at t = 0.10 x unedited: {old}) |")
+    for test, task, n in (("1c", "race", 300), ("1d", "mmlu", 1140)):
+        v, sd = pilot("prune: M - random, non-math", task)
+        s = se(v, sd, n, 3)
+        lines.append(f"| {test} | M - random, {task.upper()}, +-0.05 | {n} | 3 | {v:.3f} | {sd:.3f} | {s:.4f} | "
+                     f"{power_equivalence(0.05, s):.2f} (truth 0) |")
+    for test, task, n, effect in (("2a", "GSM8K", 100, 0.52), ("2b", "RACE", 150, 0.14), ("2c", "MMLU", 570, 0.24)):
+        s = se(0.30, 0.03, n, 2)
+        lines.append(f"| {test} | Wanda - unedited, {task} | {n} | 2 | 0.30 (assumed) | 0.030 (assumed) | {s:.4f} | "
+                     f"{power_direction(effect, s):.2f} (pilot effect -{effect:.2f}) |")
+    v, sd = pilot("scale: M - unedited, math", "gsm8k_cot")
+    s = se(v, sd, 300, 2)
+    gains = ", ".join(f"{power_direction(g * UNEDITED_GSM8K, s):.2f} at +{g:.0%}" for g in (0.04, 0.105, 0.17))
+    contra = Z.cdf((0.04 * UNEDITED_GSM8K) / s - Z975)
+    lines.append(f"| 3a | M - unedited, GSM8K (scale) | 300 | 2 | {v:.3f} | {sd:.3f} | {s:.4f} | higher: {gains} "
+                 f"(relative); P(contradicted) if the gain is 0: {contra:.2f} |")
+    s = se(0.10, sd, 154, 2)
+    gains = ", ".join(f"{power_direction(g * 0.30, s):.2f} at +{g:.0%}" for g in (0.05, 0.20, 0.35))
+    contra = Z.cdf((0.05 * 0.30) / s - Z975)
+    lines.append(f"| 3b | M - unedited, MATH (scale; unedited 0.30 assumed) | 154 | 2 | 0.10 (assumed) | {sd:.3f} | "
+                 f"{s:.4f} | higher: {gains}; P(contradicted) if the gain is 0: {contra:.2f} |")
+    v, sd = pilot("scale: M - unedited, non-math", "mmlu")
+    for test, task, n, sd_ in (("3c", "MMLU", 1140, sd), ("3d", "RACE", 300, 0.014)):
+        s = se(v, sd_, n, 2)
+        lines.append(f"| {test} | M - unedited, {task} (scale), +-0.03 | {n} | 2 | {v:.3f} | {sd_:.3f} | {s:.4f} | "
+                     f"{power_equivalence(0.03, s):.2f} (truth 0) |")
+    for test, task, n in (("6a/6d", "MATH", 105), ("6b/6e", "MathQA", 1000), ("6c/6f", "EGSM", 100)):
+        s = se(0.30, 0.014, n, 2)
+        lines.append(f"| {test} | M - random / M - unedited, {task} | {n} | 2 | 0.30 (assumed) | 0.014 | {s:.4f} | "
+                     f"detectable {(Z975 + Z80) * s:.3f} |")
+    for test, task, n in (("6g", "HellaSwag", 500), ("6h", "PIQA", 1000), ("6i", "WinoGrande", 1000),
+                          ("6j", "MuTual", 500)):
+        cells = ", ".join(f"{power_equivalence(0.05, se(d, 0.014, n, 2)):.2f} at discordance {d:.2f}"
+                          for d in ASSUMED_DISCORDANCE)
+        lines.append(f"| {test} | M - random, {task}, +-0.05 | {n} | 2 | assumed | 0.014 | — | {cells} |")
+    lines.append("| 6k | M vs random, WikiText-2 log word-perplexity ratio, +-log 1.10 | 15 articles | 2 | no pilot | — | — "
+                 "| unknown: no pilot of the per-article variance |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=str(ROOT), help="folder of the pilot results (default: %(default)s)")
+    parser.add_argument("--amended", action="store_true", help="the amendment of 2026-12-06: every test at its size")
     args = parser.parse_args(argv)
-    sys.stdout.write(report(Path(args.root)))
+    sys.stdout.write(amended(Path(args.root)) if args.amended else report(Path(args.root)))
     return 0
 
 

@@ -1,0 +1,84 @@
+"""Evaluate the unedited model once, one task at a time, with per-example records: the reference of every
+study of the amended plan (ANALYSIS_PLAN.md, amendment of 2026-12-06) and the source of the drafts.
+
+    python experiments/baseline_eval.py --out DIR --task gsm8k_cot OVERRIDE... [--task race OVERRIDE...]
+
+Each ``--task NAME`` starts a group of overrides for that task alone (``eval.limits.NAME=...`` and any
+other ``eval.*`` key); the overrides before the first ``--task`` apply to every task (model, data,
+cache). A task's records go to ``DIR/<task>/`` (``<task>.jsonl`` and the ``.complete.json`` marker) and
+its metrics to ``DIR/<task>/metrics.json``. A task whose folder is complete is skipped, so the script
+resumes where a cut run stopped; the workbench's cache (``cache_dir``) holds the unedited model's
+answers for the drafts of later points. A second process on the same ``DIR`` waits on the cache's
+baseline lock and then reads the first one's result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from mathneuro.evaluation.samples import SAMPLES_COMPLETE
+from mathneuro.pipeline.cli import config_dir, job_dirname
+from mathneuro.pipeline.config import ConfigError, register_configs, validate
+from mathneuro.pipeline.workbench import get_workbench
+from mathneuro.util.io import write_json_atomic
+
+
+def split_groups(argv: list[str]) -> tuple[Path, list[str], list[tuple[str, list[str]]]]:
+    """``(out, common overrides, [(task, its overrides), ...])`` from the command line."""
+    out, common, groups = None, [], []
+    it = iter(argv)
+    for arg in it:
+        if arg == "--out":
+            out = Path(next(it))
+        elif arg == "--task":
+            groups.append((next(it), []))
+        elif groups:
+            groups[-1][1].append(arg)
+        else:
+            common.append(arg)
+    if out is None or not groups:
+        raise ConfigError("usage: baseline_eval.py --out DIR [OVERRIDE...] --task NAME [OVERRIDE...] ...")
+    return out, common, groups
+
+
+def main(argv: list[str]) -> int:
+    try:
+        out, common, groups = split_groups(argv)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    register_configs()
+    if not OmegaConf.has_resolver("mathneuro_dirname"):
+        OmegaConf.register_new_resolver("mathneuro_dirname", job_dirname)
+    configs = []
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+        for task, overrides in groups:  # every group composed and validated before the model loads
+            try:
+                cfg = OmegaConf.to_object(compose(config_name="config", overrides=[
+                    *common, f"eval.tasks=[{task}]", "eval.log_samples=true", *overrides]))
+                validate(cfg)
+            except Exception as exc:  # noqa: BLE001 - Hydra/OmegaConf composition errors: one line
+                print(f"error: task {task}: {str(exc).splitlines()[0]}", file=sys.stderr)
+                return 2
+            configs.append((task, cfg))
+    for task, cfg in configs:
+        folder = out / task
+        if (folder / SAMPLES_COMPLETE).exists() and (folder / "metrics.json").exists():
+            print(f"{task}: done ({folder})", flush=True)
+            continue
+        bench = get_workbench(cfg)
+        metrics = bench.baseline(cfg.eval, folder)
+        write_json_atomic(folder / "metrics.json", {"task": task, "metrics": metrics, "model": bench.identity,
+                                                    "eval": dataclasses.asdict(cfg.eval)})
+        print(f"{task}: {json.dumps(metrics, sort_keys=True)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Issue 40: the claims under ANALYSIS_PLAN.md's amendment of 2026-12-06 (about 25 CPU-hours at one thread), on
+# Qwen2.5-Coder-1.5B-Instruct in bf16. Stages in the plan's priority order; each is resumable per point (a Hydra
+# multirun skips finished points; a second worker running the same stage takes the points the first is not running):
+#   bash experiments/claims_amended.sh STAGE          (STAGE: one of the list below, or `all` for every stage in order)
+#   base1     the unedited model on claim 1's tasks, one task at a time, undrafted: GSM8K 300, MMLU 20 per subject
+#             (1,140), RACE-high 300 articles                                        -> $ROOT/baseline/<task>
+#   claim1    pruning at K = 15 %, MMLU filter: mathneuro and random (M's per-matrix counts), draws 0-2; GSM8K first 200
+#             (drafted from the unedited model's answers), MMLU 1,140, RACE 300; saves the selections (claim 5's N = 100)
+#                                                                                    -> $ROOT/claim1
+#   claim45   identification only (eval=none, selections saved): RACE filter N = 100 draws 0-2 (claim 4); MMLU filter
+#             N = 1 and 10, draws 0-2 (claim 5; N = 100 is claim 1's)               -> $ROOT/claim4, $ROOT/claim5
+#   base2     (nothing: claim 2's tasks are prefixes of base1's)
+#   claim2    Wanda at K = 15 %, draws 0-1 (filter mmlu is recorded, Wanda does not use it); GSM8K 100 drafted, MMLU 10
+#             per subject (570), RACE 150                                             -> $ROOT/claim2
+#   base6     the unedited model on the generalisation tasks: MATH (minerva_math) 22 per subject (154), EGSM 100, MathQA
+#             1,000, PIQA 1,000, WinoGrande 1,000, HellaSwag 500, MuTual 500, WikiText-2 15 articles (2048-token windows,
+#             batch 1)                                                               -> $ROOT/baseline/<task>
+#   claim6    pruning at K = 15 %, MMLU filter, mathneuro and random, draws 0-1 (claim 1's selections): MATH 15 per subject
+#             (105) and EGSM 100 drafted, MathQA 1,000, PIQA 1,000, WinoGrande 1,000, HellaSwag 500, MuTual 500; then
+#             WikiText 15 articles in a multirun of its own                          -> $ROOT/claim6/{tasks,wikitext}
+#   claim3    scaling K = 5 %, s = 1.1, MMLU filter, mathneuro, draws 0-1, every task undrafted (bf16 drafting flips
+#             near-ties): GSM8K 300, MATH 154, MMLU 1,140, RACE 300                 -> $ROOT/claim3
+#   pack      pack every finished point and the baseline into experiments/records/amended_<claim>/ (then: make claims)
+#   check     compose and validate every point of every stage (no model loads)
+# Environment (defaults): MODEL (qwen2_5_coder_1_5b) MODELS (/root/.cache/mathneuro-models) DATA (../shared/data)
+#   ROOT (/work/exp-outputs/claims_amended: run dirs, never committed) CACHE (/work/exp-cache/amended) DTYPE (bfloat16)
+#   OMP_NUM_THREADS=1 per worker (two workers: two shells running the same stage list).
+set -euo pipefail
+shopt -s inherit_errexit
+cd "$(dirname "$0")/.."
+source experiments/lib.sh
+STAGES=(base1 claim1 claim45 claim2 base6 claim6 claim3)
+usage="usage: claims_amended.sh STAGE   (STAGE: ${STAGES[*]} all pack check)"
+stage=${1:?$usage}
+case " ${STAGES[*]} all pack check " in *" $stage "*) ;; *) die "unknown stage: $stage ($usage)" ;; esac
+
+model=${MODEL:-qwen2_5_coder_1_5b}
+models=${MODELS:-/root/.cache/mathneuro-models}
+weights="$models/qwen2.5-coder-1.5b/model.gguf"
+root=${ROOT:-/work/exp-outputs/claims_amended}
+cache=${CACHE:-/work/exp-cache/amended}
+DTYPE=${DTYPE:-bfloat16}
+[ -d "${DATA:-../shared/data}" ] || die "no data folder ${DATA:-../shared/data} (set DATA=<the shared data folder>)"
+data=$(cd "${DATA:-../shared/data}" && pwd)
+need_files "$data" gsm8k/train.jsonl gsm8k/test.jsonl race/validation_high.jsonl race/test_high_by_article.jsonl \
+  mmlu/validation_prerelease.jsonl math/test.jsonl mathqa/test_1000.jsonl egsm/egsm_full.jsonl \
+  hellaswag/validation.jsonl piqa/validation.jsonl winogrande/validation.jsonl wikitext2/test.jsonl mutual/validation.jsonl
+[ "$stage" = pack ] || [ "$stage" = check ] || [ -f "$weights" ] || die "no model at $weights; fetch it with:
+  bash ../shared/models/fetch-models.sh $models qwen2.5-coder-1.5b"
+case $root in "$PWD"/* | [!/]*) die "ROOT=$root lies inside the repository: run dirs stay outside it" ;; esac
+identification_sets "$data"
+
+common=(model="$model" model.name_or_path="$weights" model.dtype="$DTYPE" model.device=auto "${math[@]}"
+        max_length=512 batch_size=8 num_samples=100 eval.data_dir="$data" eval.batch_size=8 eval.log_samples=true
+        progress=false cache_dir="$cache")
+# every point is paired with the one unedited evaluation under $root/baseline (base1, base6): no per-stage baseline
+points=("${common[@]}" eval.baseline=false)
+c1_eval=(eval=paper 'eval.tasks=[gsm8k_cot,race,mmlu]' eval.limits.gsm8k_cot=200 eval.limits.race=300 eval.limits.mmlu=20)
+c2_eval=(eval=paper 'eval.tasks=[gsm8k_cot,race,mmlu]' eval.limits.gsm8k_cot=100 eval.limits.race=150 eval.limits.mmlu=10)
+c3_eval=(eval=paper 'eval.tasks=[gsm8k_cot,minerva_math,race,mmlu]' eval.limits.gsm8k_cot=300 eval.limits.minerva_math=22
+         eval.limits.race=300 eval.limits.mmlu=20 eval.draft=none)
+c6_eval=(eval=generalisation 'eval.tasks=[minerva_math,egsm,mathqa,piqa,winogrande,hellaswag,mutual]'
+         eval.limits.minerva_math=15 eval.limits.egsm=100 eval.limits.mathqa=1000 eval.limits.piqa=1000
+         eval.limits.winogrande=1000 eval.limits.hellaswag=500 eval.limits.mutual=500)
+ppl_eval=(eval=generalisation 'eval.tasks=[wikitext]' eval.limits.wikitext=15 eval.batch_size=1 eval.max_length=2048)
+
+sweep() {  # sweep OVERRIDE...: one multirun (mode=check: composed and validated only)
+  if [ "$mode" = check ]; then
+    "$py" experiments/check_points.py "$@" >/dev/null || exit 2
+  else
+    echo "[$(date -u +%FT%TZ)] $stage: mathneuro -m $*" >&2
+    "$py" -m mathneuro -m "$@"
+  fi
+}
+
+baseline() {  # baseline [--task NAME OVERRIDE...]...: the unedited model, one task at a time
+  [ "$mode" = check ] && return 0
+  echo "[$(date -u +%FT%TZ)] $stage: baseline_eval.py $*" >&2
+  "$py" experiments/baseline_eval.py --out "$root/baseline" "${common[@]}" "$@"
+}
+
+run_stage() {
+  case $1 in
+    base1) baseline --task gsm8k_cot eval=paper eval.limits.gsm8k_cot=300 --task mmlu eval=paper eval.limits.mmlu=20 \
+                    --task race eval=paper eval.limits.race=300 ;;
+    claim1) sweep "${points[@]}" "${mmlu[@]}" "${c1_eval[@]}" top_k=0.15 seed=0,1,2 method=mathneuro,random \
+                  save_selection=true hydra.sweep.dir="$root/claim1" ;;
+    claim45)
+      sweep "${common[@]}" "${race[@]}" eval=none top_k=0.15 seed=0,1,2 method=mathneuro save_selection=true \
+            hydra.sweep.dir="$root/claim4"
+      sweep "${common[@]}" "${mmlu[@]}" eval=none top_k=0.15 seed=0,1,2 num_samples=1,10 method=mathneuro \
+            save_selection=true hydra.sweep.dir="$root/claim5" ;;
+    claim2) sweep "${points[@]}" "${mmlu[@]}" "${c2_eval[@]}" top_k=0.15 seed=0,1 method=wanda hydra.sweep.dir="$root/claim2" ;;
+    base6) baseline --task minerva_math eval=generalisation eval.limits.minerva_math=22 \
+                    --task egsm eval=generalisation eval.limits.egsm=100 --task mathqa eval=generalisation eval.limits.mathqa=1000 \
+                    --task piqa eval=generalisation eval.limits.piqa=1000 \
+                    --task winogrande eval=generalisation eval.limits.winogrande=1000 \
+                    --task hellaswag eval=generalisation eval.limits.hellaswag=500 \
+                    --task mutual eval=generalisation eval.limits.mutual=500 \
+                    --task wikitext eval=generalisation eval.limits.wikitext=15 eval.batch_size=1 eval.max_length=2048 ;;
+    claim6)
+      sweep "${points[@]}" "${mmlu[@]}" "${c6_eval[@]}" top_k=0.15 seed=0,1 method=mathneuro,random \
+            hydra.sweep.dir="$root/claim6/tasks"
+      sweep "${points[@]}" "${mmlu[@]}" "${ppl_eval[@]}" top_k=0.15 seed=0,1 method=mathneuro,random \
+            hydra.sweep.dir="$root/claim6/wikitext" ;;
+    claim3) sweep "${points[@]}" "${mmlu[@]}" "${c3_eval[@]}" intervention=scale top_k=0.05 intervention.scalar=1.1 \
+                  seed=0,1 method=mathneuro hydra.sweep.dir="$root/claim3" ;;
+  esac
+}
+
+case $stage in
+  check) for s in "${STAGES[@]}"; do mode=check run_stage "$s"; echo "$s: every point is valid" >&2; done ;;
+  all) for s in "${STAGES[@]}"; do mode=check run_stage "$s"; done
+       for s in "${STAGES[@]}"; do mode=run run_stage "$s"; done ;;
+  pack) "$py" experiments/pack_amended.py --root "$root" ;;
+  *) mode=check run_stage "$stage"; mode=run run_stage "$stage" ;;
+esac
