@@ -67,17 +67,28 @@ def main(argv: list[str]) -> int:
                 print(f"error: task {task}: {str(exc).splitlines()[0]}", file=sys.stderr)
                 return 2
             configs.append((task, cfg))
-    for task, cfg in configs:
-        folder = out / task
-        if (folder / SAMPLES_COMPLETE).exists() and (folder / "metrics.json").exists():
-            print(f"{task}: done ({folder})", flush=True)
-            continue
-        bench = get_workbench(cfg)
-        metrics = bench.baseline(cfg.eval, folder)
-        write_json_atomic(folder / "metrics.json", {"task": task, "metrics": metrics, "model": bench.identity,
-                                                    "eval": dataclasses.asdict(cfg.eval)})
-        print(f"{task}: {json.dumps(metrics, sort_keys=True)}", flush=True)
+    later = []
+    for attempt, todo in enumerate((configs, later)):
+        for task, cfg in list(todo):
+            folder = out / task
+            if (folder / SAMPLES_COMPLETE).exists() and (folder / "metrics.json").exists():
+                print(f"{task}: done ({folder})", flush=True)
+                continue
+            bench = get_workbench(cfg)
+            if attempt == 0 and bench.baseline_running_elsewhere(cfg.eval, folder) is not None:
+                print(f"{task}: being evaluated by another process; later", flush=True)
+                later.append((task, cfg))  # the other tasks first, then wait for this one and read it
+                continue
+            evaluate_task(bench, task, cfg, folder)
     return 0
+
+
+def evaluate_task(bench, task: str, cfg, folder: Path) -> None:
+    """The unedited model on one task: records and metrics under ``folder``."""
+    metrics = bench.baseline(cfg.eval, folder)
+    write_json_atomic(folder / "metrics.json", {"task": task, "metrics": metrics, "model": bench.identity,
+                                                "eval": dataclasses.asdict(cfg.eval)})
+    print(f"{task}: {json.dumps(metrics, sort_keys=True)}", flush=True)
 
 
 if __name__ == "__main__":
