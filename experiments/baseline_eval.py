@@ -23,7 +23,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE
-from mathneuro.pipeline.cli import config_dir, job_dirname
+from mathneuro.pipeline.cli import config_dir, job_dirname, open_mapping_overrides
 from mathneuro.pipeline.config import ConfigError, register_configs, validate
 from mathneuro.pipeline.workbench import get_workbench
 from mathneuro.util.io import write_json_atomic
@@ -60,8 +60,8 @@ def main(argv: list[str]) -> int:
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
         for task, overrides in groups:  # every group composed and validated before the model loads
             try:
-                cfg = OmegaConf.to_object(compose(config_name="config", overrides=[
-                    *common, f"eval.tasks=[{task}]", "eval.log_samples=true", *overrides]))
+                cfg = OmegaConf.to_object(compose(config_name="config", overrides=open_mapping_overrides([
+                    *common, f"eval.tasks=[{task}]", "eval.log_samples=true", *overrides])))
                 validate(cfg)
             except Exception as exc:  # noqa: BLE001 - Hydra/OmegaConf composition errors: one line
                 print(f"error: task {task}: {str(exc).splitlines()[0]}", file=sys.stderr)
