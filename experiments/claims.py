@@ -27,21 +27,30 @@ RECORDS, README = HERE / "records", HERE / "README.md"
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 RESAMPLES = 10_000
 MODEL = "qwen2_5_coder_1_5b"
-GSM8K, MMLU, RACE = ("gsm8k_cot", "gsm8k_cot_local"), ("mmlu",), ("race", "race_local")
+GSM8K, MMLU, RACE, MATH = ("gsm8k_cot",), ("mmlu",), ("race",), ("minerva_math",)
 STRICT = "exact_match,strict-match"
 #: Upstream parameter counts, tied embeddings counted once, and decoder blocks (ANALYSIS_PLAN.md §5.4).
 UPSTREAM = {"qwen2_5_coder_1_5b": (1_543_714_304, 28), "qwen2_5_coder_0_5b": (494_032_768, 24)}
-#: Minimum examples per comparison (ANALYSIS_PLAN.md §3).
-MIN_N = {"gsm8k_cot": 300, "mmlu": 570, "race": 300, "math500_local": 500, "mathqa_local": 500, "egsm_local": 300,
-         "hellaswag_local": 500, "piqa_local": 500, "winogrande_local": 500, "mutual_local": 500,
-         "wikitext_local": 62}
+#: Examples per comparison under the amendment of 2026-12-06, by claim and task (records' task names:
+#: the evaluation path's ``Harness.display_name``). Fewer common examples: "not judged (n below plan)".
+SIZES = {
+    "1": {"gsm8k_cot": 200, "mmlu": 1140, "race": 300},
+    "2": {"gsm8k_cot": 100, "mmlu": 570, "race": 150},
+    "3": {"gsm8k_cot": 300, "minerva_math": 154, "mmlu": 1140, "race": 300},
+    "6": {"minerva_math": 105, "mathqa": 1000, "egsm": 100, "hellaswag": 500, "piqa": 1000, "winogrande": 1000,
+          "mutual": 500, "wikitext": 15},
+}
+#: Claim 5's table: M's overlap over draws 0-2 at N = 1, 10, 100 (amendment of 2026-12-06; pack_amended.py).
+AMENDED_TABLE = "amended_mmlu"
+#: Test 1b: M's GSM8K accuracy below this share of the unedited accuracy (amendment of 2026-12-06).
+T1B_FACTOR = 0.20
 CLAIMS = (  # id, statement, parts (in order), margin text
     ("1", "Pruning M (K ≤ 15 %) drives GSM8K to about 0; RACE / MMLU drop about as much as random pruning",
-     ("math", "non-math"), "non-math ±0.05; 'about 0' = below 0.10 × unedited"),
+     ("math", "non-math"), f"non-math ±0.05; 'about 0' = below {T1B_FACTOR:.2f} × unedited"),
     ("2a", "Wanda pruning hurts math and non-math alike", ("math", "non-math"), "— (direction)"),
     ("2b", "LAPE is inconsistent", (), "—"),
     ("3", "Scaling M (K = 5 %, s = 1.1) raises GSM8K by 4–17 % and MATH by 5–35 % (relative), non-math unchanged",
-     ("math", "non-math"), "non-math ±0.03; gain below 4 % / 5 % contradicts"),
+     ("math", "non-math"), "non-math ±0.03; math: supported or inconclusive only at these sizes"),
     ("4", "M is about 1.5–1.8 % of all parameters (K = 15 %), spread fairly evenly over decoder blocks",
      ("share", "spread"), "share in [1.2, 2.1] %; blocks in [0.5, 2] × even"),
     ("5", "One sample finds most of M; overlap grows with N (70–80 % at 1, 95 %+ at 100)", ("overlap",),
@@ -50,85 +59,64 @@ CLAIMS = (  # id, statement, parts (in order), margin text
           "about as random pruning does", ("math", "non-math"), "non-math ±0.05 (WikiText ±10 % perplexity)"),
 )
 NOT_TESTABLE = {"2b": "'inconsistent' is across models and tasks; one model family is run (ANALYSIS_PLAN.md §10); "
-                      "LAPE's numbers: tests 2bctx"}
+                      "LAPE is not run under the amendment of 2026-12-06"}
 
 
 def _t(id_: str, group: str, claim: str, part: str, title: str, study: str, select: Mapping[str, Any],
        reference: str, tasks: Sequence[str], metric: str, rule: str, **kw: Any) -> Test:
     return Test(id=id_, group=group, claim=claim, part=part, title=title, study=study,
                 select=tuple(sorted({"model": MODEL, **select}.items())), reference=reference, tasks=tuple(tasks),
-                metric=metric, rule=rule, min_n=kw.pop("min_n", MIN_N.get(tasks[0], 1)), **kw)
+                metric=metric, rule=rule, min_n=kw.pop("min_n", SIZES.get(claim[0], {}).get(tasks[0], 1)), **kw)
 
 
-def plan_tests(best: tuple[float, float] | None = None) -> list[Test]:
-    """Every test of ANALYSIS_PLAN.md §5 (the searched best scaling point's tests when ``best`` is known)."""
+def plan_tests() -> list[Test]:
+    """Every test of ANALYSIS_PLAN.md §5 as the amendment of 2026-12-06 has them."""
     tests: list[Test] = []
-    prune = {"intervention": "prune"}
-    for k in (0.05, 0.15):
-        for filt in ("race", "mmlu"):
-            cond, sel = f"K = {k:g}, {filt} filter", {**prune, "top_k": k, "filter": filt}
-            c = f"[K{k:g} {filt}]"
-            m = {**sel, "method": "mathneuro"}
-            tests += [
-                _t(f"1a{c}", "1a", "1", "math", f"M − random, GSM8K, {cond}", "prune", m, "random", GSM8K, STRICT,
-                   "direction", expect="lower", family="F1-math"),
-                _t(f"1b{c}", "1b", "1", "math", f"M's GSM8K accuracy vs 0.10 × unedited, {cond}", "prune", m,
-                   "baseline", GSM8K, STRICT, "proportion", factor=0.10, family="F1-math"),
-                _t(f"1c{c}", "1c", "1", "non-math", f"M − random, RACE-high, {cond}", "prune", m, "random", RACE, "acc",
-                   "equivalence", margin=0.05, family="F1-nonmath"),
-                _t(f"1d{c}", "1d", "1", "non-math", f"M − random, MMLU, {cond}", "prune", m, "random", MMLU, "acc",
-                   "equivalence", margin=0.05, family="F1-nonmath"),
-            ]
-            for who in ("mathneuro", "random"):
-                for name, tasks, metric in (("GSM8K", GSM8K, STRICT), ("RACE-high", RACE, "acc"), ("MMLU", MMLU, "acc")):
-                    label = "M" if who == "mathneuro" else "random"
-                    tests.append(_t(f"1ctx{c} {label} {name}", "1ctx", "1", "", f"{label} − unedited, {name}, {cond}",
-                                    "prune", {**sel, "method": who}, "baseline", tasks, metric, "context",
-                                    role="context"))
-    wsel = {**prune, "top_k": 0.15, "filter": "race"}
-    for name, tasks, metric, part in (("GSM8K", GSM8K, STRICT, "math"), ("RACE-high", RACE, "acc", "non-math"),
-                                      ("MMLU", MMLU, "acc", "non-math")):
-        tests.append(_t(f"2a {name}", "2a", "2a", part, f"Wanda − unedited, {name}", "prune",
-                        {**wsel, "method": "wanda"}, "baseline", tasks, metric, "direction", expect="lower",
-                        family="F2-wanda"))
-        tests.append(_t(f"2s {name}", "2s", "2a", part, f"Wanda − random at Wanda's size, {name}", "prune",
-                        {**wsel, "method": "wanda"}, "random(wanda)", tasks, metric, "direction", expect="lower",
-                        family="F2-size", role="secondary"))
-        for ref in ("baseline", "random_neurons"):
-            tests.append(_t(f"2bctx {ref} {name}", "2bctx", "2b", "", f"LAPE − {ref.replace('baseline', 'unedited')}, "
-                            f"{name}", "prune", {**wsel, "method": "lape"}, ref, tasks, metric, "context", role="context"))
-    tests += _scaling_tests(best)
+    sel = {"intervention": "prune", "top_k": 0.15, "filter": "mmlu"}
+    c = "[K0.15 mmlu]"
+    m = {**sel, "method": "mathneuro"}
+    tests += [
+        _t(f"1a{c}", "1a", "1", "math", "M − random, GSM8K", "prune", m, "random", GSM8K, STRICT, "direction",
+           expect="lower", family="F1-math"),
+        _t(f"1b{c}", "1b", "1", "math", f"M's GSM8K accuracy vs {T1B_FACTOR:.2f} × unedited", "prune", m, "baseline",
+           GSM8K, STRICT, "proportion", factor=T1B_FACTOR, family="F1-math"),
+        _t(f"1c{c}", "1c", "1", "non-math", "M − random, RACE-high", "prune", m, "random", RACE, "acc", "equivalence",
+           margin=0.05, family="F1-nonmath"),
+        _t(f"1d{c}", "1d", "1", "non-math", "M − random, MMLU", "prune", m, "random", MMLU, "acc", "equivalence",
+           margin=0.05, family="F1-nonmath"),
+    ]
+    core = (("GSM8K", GSM8K, STRICT, "math"), ("RACE-high", RACE, "acc", "non-math"), ("MMLU", MMLU, "acc", "non-math"))
+    for who in ("mathneuro", "random"):
+        label = "M" if who == "mathneuro" else "random"
+        for name, tasks, metric, _ in core:
+            tests.append(_t(f"1ctx{c} {label} {name}", "1ctx", "1", "", f"{label} − unedited, {name}", "prune",
+                            {**sel, "method": who}, "baseline", tasks, metric, "context", role="context"))
+    for (name, tasks, metric, part), g in zip(core, "abc", strict=True):
+        tests.append(_t(f"2{g} {name}", f"2{g}", "2a", part, f"Wanda − unedited, {name}", "prune",
+                        {**sel, "method": "wanda"}, "baseline", tasks, metric, "direction", expect="lower",
+                        family="F2-wanda", min_n=SIZES["2"][tasks[0]]))
+    tests += _scaling_tests()
     tests += _generalisation_tests()
     return tests
 
 
-def _scaling_tests(best: tuple[float, float] | None) -> list[Test]:
-    base = {"intervention": "scale", "filter": "mmlu"}
-    m = {**base, "method": "mathneuro", "top_k": 0.05, "scalar": 1.1}
-    math_tasks = (("GSM8K", GSM8K, STRICT, 0.04), ("MATH-500", ("math500_local",), "math_verify", 0.05))
+def _scaling_tests() -> list[Test]:
+    m = {"intervention": "scale", "filter": "mmlu", "method": "mathneuro", "top_k": 0.05, "scalar": 1.1}
+    math_tasks = (("GSM8K", GSM8K, STRICT, 0.04), ("MATH", MATH, "math_verify", 0.05))
+    # the math part cannot be contradicted at these sizes (amendment of 2026-12-06): supports or inconclusive
     tests = [_t(f"3{g} {name}", f"3{g}", "3", "math", f"M (s = 1.1) − unedited, {name}", "scale", m, "baseline", tasks,
-                metric, "gain", expect="higher", factor=factor, family="F3-math")
+                metric, "gain", expect="higher", factor=factor, family="F3-math", can_contradict=False)
              for g, (name, tasks, metric, factor) in zip("ab", math_tasks, strict=True)]
     tests += [_t(f"3{g} {name}", f"3{g}", "3", "non-math", f"M (s = 1.1) − unedited, {name}", "scale", m, "baseline",
                  tasks, "acc", "equivalence", margin=0.03, family="F3-nonmath")
               for g, (name, tasks) in zip("cd", (("MMLU", MMLU), ("RACE-high", RACE)), strict=True)]
-    tests += [_t(f"3r {name}", "3r", "3", "math", f"M (s = 1.1) − random scaling, {name}", "scale", m, "random", tasks,
-                 metric, "direction", expect="higher", family="F3-random", role="secondary")
-              for name, tasks, metric, _ in math_tasks]
-    if best is not None:
-        k, s = best
-        mb = {**base, "method": "mathneuro", "top_k": k, "scalar": s}
-        tests += [_t(f"3s {ref} {name}", "3s", "3", "math", f"M (K = {k:g}, s = {s:g}) − {ref.replace('baseline', 'unedited')}"
-                     f", {name}", "scale", mb, ref, tasks, metric, "direction", expect="higher", family="F3-search",
-                     role="secondary")
-                  for ref in ("baseline", "random") for name, tasks, metric, _ in math_tasks]
     return tests
 
 
 def _generalisation_tests() -> list[Test]:
     m = {"intervention": "prune", "method": "mathneuro", "top_k": 0.15, "filter": "mmlu"}
-    maths = (("MATH-500", "math500_local", "math_verify", 0.0), ("MathQA", "mathqa_local", "acc", 0.2),
-             ("EGSM", "egsm_local", "exact_match", 0.0))
+    maths = (("MATH", "minerva_math", "math_verify", 0.0), ("MathQA", "mathqa", "acc", 0.2),
+             ("EGSM", "egsm", "exact_match", 0.0))
     tests = [_t(f"6{g} {name}", f"6{g}", "6", "math", f"M − random, {name}", "generalisation", m, "random", (task,),
                 metric, "direction", expect="lower", family="F6-math")
              for g, (name, task, metric, _) in zip("abc", maths, strict=True)]
@@ -136,45 +124,22 @@ def _generalisation_tests() -> list[Test]:
                  "generalisation", m, "baseline", (task,), metric, "threshold", factor=-0.5, chance=chance,
                  family="F6-math")
               for g, (name, task, metric, chance) in zip("def", maths, strict=True)]
-    nonmath = (("HellaSwag", "hellaswag_local", "acc_norm"), ("PIQA", "piqa_local", "acc_norm"),
-               ("WinoGrande", "winogrande_local", "acc"), ("MuTual", "mutual_local", "r@1"))
+    nonmath = (("HellaSwag", "hellaswag", "acc_norm"), ("PIQA", "piqa", "acc_norm"),
+               ("WinoGrande", "winogrande", "acc"), ("MuTual", "mutual", "r@1"))
     tests += [_t(f"6{g} {name}", f"6{g}", "6", "non-math", f"M − random, {name}", "generalisation", m, "random", (task,),
                  metric, "equivalence", margin=0.05, family="F6-nonmath")
               for g, (name, task, metric) in zip("ghij", nonmath, strict=True)]
     tests.append(_t("6k WikiText-2", "6k", "6", "non-math", "M vs random, WikiText-2 log word-perplexity ratio",
-                    "generalisation", m, "random", ("wikitext_local",), "word_perplexity", "equivalence",
+                    "generalisation", m, "random", ("wikitext",), "word_perplexity", "equivalence",
                     margin=math.log(1.10), family="F6-nonmath"))
     return tests
-
-
-# ------------------------------------------------------------------------------- the scaling search
-def search_trace(tree: Mapping[str, Sequence[Packed]]) -> tuple[list[dict], tuple[float, float] | None]:
-    """The grid's points (K, s, validation scores, objective) and the best (K*, s*): the largest
-    objective, ties to the smaller K, then the smaller s (ANALYSIS_PLAN.md §8)."""
-    rows = []
-    for packed in tree.get("scale_search") or []:
-        point, metrics = packed.point, packed.header.get("metrics") or {}
-        if packed.kind != "point" or point.get("intervention") != "scale":
-            continue
-        base = packed.header.get("baseline_metrics") or {}
-        gsm = next((k for k in metrics if k.startswith("math/") and k.endswith(STRICT)), None)
-        mmlu = next((k for k in metrics if k.startswith("nonmath/") and k.endswith("/acc")), None)
-        rows.append({"top_k": float(point["top_k"]), "scalar": float(point["scalar"]),
-                     "math": metrics.get(gsm), "math_base": base.get(gsm), "nonmath": metrics.get(mmlu),
-                     "nonmath_base": base.get(mmlu), "objective": packed.header.get("objective")})
-    rows.sort(key=lambda r: (r["top_k"], r["scalar"]))
-    scored = [r for r in rows if isinstance(r["objective"], (int, float)) and math.isfinite(r["objective"])]
-    if not scored:
-        return rows, None
-    best = max(scored, key=lambda r: (r["objective"], -r["top_k"], -r["scalar"]))
-    return rows, (best["top_k"], best["scalar"])
 
 
 # -------------------------------------------------------------------------- claims 4 and 5 (rules)
 def claim4(tree: Mapping[str, Sequence[Packed]]) -> dict:
     """M's share of the upstream parameters and its spread over blocks, per draw and filter (§5.4)."""
     draws: dict[str, list[dict]] = {}
-    for packed in tree.get("prune") or []:
+    for packed in tree.get("identification") or []:  # header-only records of every identification (pack_amended.py)
         p = packed.point
         if packed.kind != "point" or p.get("method") != "mathneuro" or p.get("model") != MODEL \
                 or not math.isclose(float(p.get("top_k") or 0), 0.15):
@@ -208,6 +173,8 @@ def claim5(tree: Mapping[str, Sequence[Packed]]) -> dict:
     """The share of one draw's M in another's at N = 1, 10, 100 (K = 15 %, MMLU filter; §5.5)."""
     at: dict[int, dict] = {}
     for packed in tree.get("data_efficiency") or []:
+        if packed.name != AMENDED_TABLE:  # the issue-16 table (two draws, seen before the plan) is context only
+            continue
         for row in packed.rows:
             if row.get("model") == MODEL and row.get("filter") == "mmlu" and math.isclose(float(row.get("top_k") or 0), 0.15):
                 at[int(row["num_samples"])] = row
@@ -247,9 +214,22 @@ def _key_numbers(rows: Sequence[dict]) -> str:
     return "; ".join(parts) or "—"
 
 
+#: Each claim's section of ANALYSIS_PLAN.md (all as amended on 2026-12-06).
+SECTIONS = {"1": "§5.1", "2a": "§5.2", "2b": "§5.2, §10", "3": "§5.3", "4": "§5.4", "5": "§5.5", "6": "§5.6"}
+
+
+def _verdict_lines(table: Sequence[str]) -> list[str]:
+    """One line per claim: its adjusted verdict and the plan's section (experiments/README.md's summary)."""
+    lines = []
+    for row, (cid, statement, _, _) in zip(table[2:], CLAIMS, strict=True):
+        verdict = row.rsplit("|", 2)[-2].strip(" *")
+        lines.append(f"- **Claim {cid}** ({SECTIONS[cid]}, amended 2026-12-06): {verdict}. {statement}.")
+    return lines
+
+
 def _claim_rows(rows: Sequence[dict], c4: dict, c5: dict) -> list[str]:
-    out = ["| claim | parts (Holm-adjusted) | key numbers: estimate [95 %] | margin / threshold | verdict (unadjusted) "
-           "| Holm-adjusted decision |", "|---|---|---|---|---|---|"]
+    out = ["| claim | parts (adjusted) | key numbers: estimate [95 %] | margin / threshold | verdict (unadjusted) "
+           "| adjusted decision |", "|---|---|---|---|---|---|"]
     for cid, statement, parts, margin in CLAIMS:
         mine = [r for r in rows if r["test"].claim == cid]
         if cid in NOT_TESTABLE:
@@ -303,7 +283,7 @@ def _p(value: float, resamples: int) -> str:
 
 def _test_rows(rows: Sequence[dict], resamples: int) -> list[str]:
     out = ["| test | comparison | task / metric | D | n | estimate [95 %] | 90 % | up / down | per draw "
-           "| margin / t | p supports / contradicts | decision | Holm |", "|" + "---|" * 13]
+           "| margin / t | p supports / contradicts | decision | adjusted |", "|" + "---|" * 13]
     for row in rows:
         t = row["test"]
         if row["status"] != "ok":
@@ -321,21 +301,11 @@ def _test_rows(rows: Sequence[dict], resamples: int) -> list[str]:
     return out
 
 
-def _trace_rows(trace: Sequence[dict], best: tuple[float, float] | None) -> list[str]:
-    out = ["| K | s | GSM8K-val (unedited) | MMLU-dev (unedited) | objective |", "|---|---|---|---|---|"]
-    for r in trace:
-        mark = " **best**" if best == (r["top_k"], r["scalar"]) else ""
-        out.append(f"| {r['top_k']:g} | {r['scalar']:g} | {_f(r['math'], False)} ({_f(r['math_base'], False)}) "
-                   f"| {_f(r['nonmath'], False)} ({_f(r['nonmath_base'], False)}) | {_f(r['objective'])}{mark} |")
-    return out
-
-
 def build(root: Path = RECORDS, *, resamples: int = RESAMPLES) -> str:
     """The README section (between the markers), from the records under ``root``."""
     tree = read_tree(root)
-    trace, best = search_trace(tree)
-    rows = evaluate(plan_tests(best), tree, resamples=resamples)
-    c4, c5 = claim4(tree), claim5(tree)
+    rows = evaluate(plan_tests(), tree, resamples=resamples)
+    table = _claim_rows(rows, claim4(tree), claim5(tree))
     files = sum(len(v) for v in tree.values())
     studies = ", ".join(f"`{k}` ({len(v)})" for k, v in tree.items()) or "none"
     lines = [
@@ -345,13 +315,12 @@ def build(root: Path = RECORDS, *, resamples: int = RESAMPLES) -> str:
         f"hand: `tests/test_claims.py` checks that this section is the script's output. Intervals: hierarchical "
         f"bootstrap over identification draws and examples ({resamples:,} resamples), hulled with Newcombe's "
         "interval for 0/1 metrics (Wilson's for one proportion; rule of three when nothing changed). Decisions: "
-        "supports / contradicts / inconclusive per the plan's rule; Holm within each family (§6). \"not run\": "
-        "no committed records yet.", "",
-        *_claim_rows(rows, c4, c5), "",
+        "supports / contradicts / inconclusive per the plan's rule; adjusted: Holm within each family (§6) on the "
+        "contradicting side, and on the supporting side of secondary families only (a part is an intersection-union "
+        "test; amendment of 2026-12-06). \"not run\": no committed records yet.", "",
+        *_verdict_lines(table), "", *table, "",
         "#### Every test (D = draws, n = examples common to every draw; up / down = examples changed each way, "
         "summed over draws)", "", *_test_rows(rows, resamples), "",
-        "#### The scaling search (ANALYSIS_PLAN.md §8, draw 0, validation data)", "",
-        *(_trace_rows(trace, best) if trace else ["not run: no `scale_search` records committed."]), "",
     ]
     return "\n".join(lines)
 

@@ -10,17 +10,36 @@ import numpy as np
 import pytest
 
 from mathneuro.report import claims as lib
-from mathneuro.report.records import read_study, write_packed
+from mathneuro.report.records import read_tree, write_packed
 from tests.conftest import load_experiment
 
 claims = load_experiment("claims")
-SEEDS = range(5)
-SIZES = {"gsm8k_cot": 300, "mmlu": 570, "race": 300, "math500_local": 500, "mathqa_local": 500, "egsm_local": 300,
-         "hellaswag_local": 500, "piqa_local": 500, "winogrande_local": 500, "mutual_local": 500, "wikitext_local": 62}
-METRIC = {"gsm8k_cot": claims.STRICT, "math500_local": "math_verify", "egsm_local": "exact_match",
-          "hellaswag_local": "acc_norm", "piqa_local": "acc_norm", "mutual_local": "r@1"}
-BASE_ACC = {"gsm8k_cot": 0.52, "mmlu": 0.5, "race": 0.35, "math500_local": 0.3, "mathqa_local": 0.35,
-            "egsm_local": 0.5, "hellaswag_local": 0.5, "piqa_local": 0.7, "winogrande_local": 0.6, "mutual_local": 0.5}
+#: The largest size of each task over the amended plan's claims (the baseline's); records' task names.
+SIZES = {t: max(sizes.get(t, 0) for sizes in claims.SIZES.values()) for t in
+         sorted({t for sizes in claims.SIZES.values() for t in sizes})}
+METRIC = {"gsm8k_cot": claims.STRICT, "minerva_math": "math_verify", "egsm": "exact_match",
+          "hellaswag": "acc_norm", "piqa": "acc_norm", "mutual": "r@1"}
+BASE_ACC = {"gsm8k_cot": 0.52, "mmlu": 0.5, "race": 0.35, "minerva_math": 0.3, "mathqa": 0.35,
+            "egsm": 0.5, "hellaswag": 0.5, "piqa": 0.7, "winogrande": 0.6, "mutual": 0.5}
+SUBTASKS = {"mmlu": 57, "minerva_math": 7}  # pooled groups: records keyed (subtask, doc_id), the first n per subject
+
+
+def test_the_tests_name_tasks_as_the_evaluation_path_names_their_records(tmp_path: Path) -> None:
+    """Every task a claim test reads is the name the records carry: ``Harness.display_name`` of the task's
+    own lm-eval task (local twin or stock). A rename on either side breaks this."""
+    from mathneuro.evaluation.config import EvalConfig
+    from mathneuro.evaluation.harness import Harness
+    from mathneuro.evaluation.tasks import TASKS
+
+    harness = Harness(None, None, EvalConfig(tasks=list(SIZES)), tmp_path)
+    names = {t for test in claims.plan_tests() for t in test.tasks}
+    assert names == set(SIZES)
+    for task in names:
+        assert task in TASKS, task
+        assert harness.display_name(task, harness.lm_eval_name(task)) == task
+        for subtask in ("anatomy", "algebra"):  # a group's leaves are named under the task, as the Sim keys them
+            leaf = f"{harness.lm_eval_name(task)}_{subtask}"
+            assert harness.display_name(task, leaf).startswith(task)
 
 
 def test_the_readme_section_is_the_scripts_output_on_the_committed_records() -> None:
@@ -38,13 +57,13 @@ class Sim:
         self.shared = {t: self.rng.random(n) for t, n in SIZES.items()}
 
     def keys(self, task: str) -> list:
-        n = SIZES[task]
-        return [(f"mmlu_s{i % 57}", i // 57) for i in range(n)] if task == "mmlu" else list(range(n))
+        n, groups = SIZES[task], SUBTASKS.get(task)
+        return [(f"{task}_s{i % groups}", i // groups) for i in range(n)] if groups else list(range(n))
 
     def baseline(self, study: str, tasks: list[str]) -> None:
         body = {}
         for t in tasks:
-            if t == "wikitext_local":
+            if t == "wikitext":
                 body[t] = {k: [-1000.0 - 10 * k, 400.0] for k in self.keys(t)}
                 continue
             self.base.setdefault(t, (self.rng.random(SIZES[t]) < BASE_ACC[t]).astype(float))
@@ -62,7 +81,7 @@ class Sim:
                  "intervention": "prune", **point}
         body = {}
         for t, (down, up) in flips.items():
-            if t == "wikitext_local":
+            if t == "wikitext":
                 body[t] = {k: [-1000.0 - 10 * k - 400 * math.log(ppl_ratio) + self.rng.normal(0, 2), 400.0]
                            for k in self.keys(t)}
                 continue
@@ -75,7 +94,7 @@ class Sim:
     def write(self, study: str, name: str, header: dict, body: dict) -> None:
         lines = []
         for task, recs in body.items():
-            metric = METRIC.get(task, "word_perplexity" if task == "wikitext_local" else "acc")
+            metric = METRIC.get(task, "word_perplexity" if task == "wikitext" else "acc")
             for key, value in recs.items():
                 line = {"task": task, "doc_id": key[1] if isinstance(key, tuple) else key, metric: value}
                 if isinstance(key, tuple):
@@ -85,49 +104,56 @@ class Sim:
 
 
 CORE = ["gsm8k_cot", "mmlu", "race"]
+AT = {"top_k": 0.15, "filter": "mmlu"}
 
 
 def simulate_prune(sim: Sim, *, m_nonmath: tuple[float, float]) -> None:
-    """Random pruning costs a little everywhere; M destroys GSM8K and flips non-math as ``m_nonmath``."""
+    """Random pruning costs a little everywhere; M destroys GSM8K and flips non-math as ``m_nonmath``
+    (claim 1, draws 0-2); Wanda hurts everything (claim 2, draws 0-1)."""
     sim.baseline("prune", CORE)
+    for seed in range(3):
+        sim.point("prune", seed, {"gsm8k_cot": (0.99, 0.0), "mmlu": m_nonmath, "race": m_nonmath},
+                  method="mathneuro", **AT)
+        sim.point("prune", seed, {"gsm8k_cot": (0.3, 0.02), "mmlu": (0.03, 0.03), "race": (0.03, 0.03)},
+                  method="random", **AT)
+    for seed in range(2):
+        sim.point("prune", seed, {t: (0.9, 0.05) for t in CORE}, method="wanda", **AT)
+
+
+def simulate_identification(sim: Sim, share: float = 0.018) -> None:
+    """Claim 4: M's size and spread at K = 15 %, both filters, draws 0-2; claim 5: M's overlap table."""
     upstream, blocks = claims.UPSTREAM[claims.MODEL]
-    for seed in SEEDS:
-        for k in (0.05, 0.15):
-            for filt in ("race", "mmlu"):
-                at = {"top_k": k, "filter": filt}
-                sel = {"num_weights_edited": int(0.018 * upstream), "num_parameters": 1_777_088_000,
-                       "per_layer": {str(b): 1000 + 40 * (b % 5) for b in range(blocks)}}
-                sim.point("prune", seed, {"gsm8k_cot": (0.99, 0.0), "mmlu": m_nonmath, "race": m_nonmath},
-                          method="mathneuro", selection=sel, **at)
-                sim.point("prune", seed, {"gsm8k_cot": (0.3, 0.02), "mmlu": (0.03, 0.03), "race": (0.03, 0.03)},
-                          method="random", **at)
-        at = {"top_k": 0.15, "filter": "race"}
-        sim.point("prune", seed, {t: (0.9, 0.05) for t in CORE}, method="wanda", **at)
-        sim.point("prune", seed, {t: (0.88, 0.05) for t in CORE}, method="random", reference="wanda", **at)
+    for seed in range(3):
+        for filt in ("race", "mmlu"):
+            sel = {"num_weights_edited": int(share * upstream), "num_parameters": 1_777_088_000,
+                   "per_layer": {str(b): 1000 + 40 * (b % 5) for b in range(blocks)}}
+            point = {"model": claims.MODEL, "method": "mathneuro", "top_k": 0.15, "filter": filt, "seed": seed,
+                     "intervention": "prune", "num_samples": 100}
+            write_packed(sim.root / "identification" / f"m-{filt}-{seed}.jsonl.gz",
+                         {"kind": "point", "study": "identification", "name": f"m-{filt}-{seed}", "point": point,
+                          "selection": sel}, [])
 
 
-def simulate_scale(sim: Sim, *, gain: float) -> None:
+def simulate_scale(sim: Sim, *, gain: float, nonmath: tuple[float, float] = (0.002, 0.002)) -> None:
     """M scaling raises GSM8K and MATH by ``gain`` (absolute) and leaves MMLU / RACE almost untouched."""
-    tasks = ["gsm8k_cot", "math500_local", "mmlu", "race"]
+    tasks = ["gsm8k_cot", "minerva_math", "mmlu", "race"]
     sim.baseline("scale", tasks)
-    up = {t: gain / (1 - BASE_ACC[t]) for t in ("gsm8k_cot", "math500_local")}
-    for seed in SEEDS:
+    up = {t: (0.0, gain / (1 - BASE_ACC[t])) if gain >= 0 else (-gain / BASE_ACC[t], 0.0)
+          for t in ("gsm8k_cot", "minerva_math")}
+    for seed in range(2):
         at = {"intervention": "scale", "scalar": 1.1, "top_k": 0.05, "filter": "mmlu"}
-        sim.point("scale", seed, {"gsm8k_cot": (0.0, up["gsm8k_cot"]), "math500_local": (0.0, up["math500_local"]),
-                                  "mmlu": (0.01, 0.01), "race": (0.01, 0.01)}, method="mathneuro", **at)
-        sim.point("scale", seed, {t: (0.01, 0.01) for t in tasks}, method="random", **at)
+        sim.point("scale", seed, {"gsm8k_cot": up["gsm8k_cot"], "minerva_math": up["minerva_math"],
+                                  "mmlu": nonmath, "race": nonmath}, method="mathneuro", **at)
 
 
 def simulate_generalisation(sim: Sim, *, nonmath: tuple[float, float], ppl_ratio: float) -> None:
-    maths, others = ["math500_local", "mathqa_local", "egsm_local"], ["hellaswag_local", "piqa_local",
-                                                                     "winogrande_local", "mutual_local"]
-    sim.baseline("generalisation", [*maths, *others, "wikitext_local"])
-    at = {"top_k": 0.15, "filter": "mmlu"}
-    for seed in SEEDS:
+    maths, others = ["minerva_math", "mathqa", "egsm"], ["hellaswag", "piqa", "winogrande", "mutual"]
+    sim.baseline("generalisation", [*maths, *others, "wikitext"])
+    for seed in range(2):
         sim.point("generalisation", seed, {**{t: (0.95, 0.0) for t in maths}, **{t: nonmath for t in others},
-                                           "wikitext_local": (0, 0)}, ppl_ratio=ppl_ratio, method="mathneuro", **at)
+                                           "wikitext": (0, 0)}, ppl_ratio=ppl_ratio, method="mathneuro", **AT)
         sim.point("generalisation", seed, {**{t: (0.1, 0.02) for t in maths}, **{t: (0.03, 0.03) for t in others},
-                                           "wikitext_local": (0, 0)}, method="random", **at)
+                                           "wikitext": (0, 0)}, method="random", **AT)
 
 
 def verdicts(root: Path) -> dict[str, str]:
@@ -136,24 +162,44 @@ def verdicts(root: Path) -> dict[str, str]:
     return {line.split(".")[0][2:]: line.rsplit("|", 2)[-2].strip(" *") for line in rows}
 
 
+def simulate_overlap(sim: Sim, shares: tuple[float, float, float]) -> None:
+    rows = [{"model": claims.MODEL, "task": "gsm8k", "filter": "mmlu", "top_k": 0.15, "num_samples": n, "seeds": 3,
+             "pairs": 3, "a_in_b_mean": share} for n, share in zip((1, 10, 100), shares, strict=True)]
+    write_packed(sim.root / "data_efficiency" / f"{claims.AMENDED_TABLE}.jsonl.gz",
+                 {"kind": "table", "study": "data_efficiency", "name": claims.AMENDED_TABLE}, rows)
+
+
 def test_where_the_paper_is_right_every_claim_is_reproduced(tmp_path: Path) -> None:
     sim = Sim(tmp_path)
     simulate_prune(sim, m_nonmath=(0.03, 0.03))   # M flips non-math like random: equivalent
-    simulate_scale(sim, gain=0.10)
+    simulate_identification(sim)
+    simulate_overlap(sim, (0.75, 0.9, 0.96))
+    simulate_scale(sim, gain=0.12)
     simulate_generalisation(sim, nonmath=(0.03, 0.03), ppl_ratio=1.0)
     got = verdicts(tmp_path)
     assert got["1"] == got["2a"] == got["3"] == got["6"] == "reproduced", got
-    assert got["4"].startswith("reproduced") and got["2b"] == "not testable here"
-    assert got["5"].startswith("not run")
+    assert got["4"].startswith("reproduced") and got["5"].startswith("reproduced") and got["2b"] == "not testable here"
 
 
 def test_where_the_paper_is_wrong_the_claims_are_not_reproduced(tmp_path: Path) -> None:
     sim = Sim(tmp_path, seed=1)
     simulate_prune(sim, m_nonmath=(0.40, 0.0))    # M costs non-math far more than random does
-    simulate_scale(sim, gain=0.0)                 # no gain, and few answers move: shown below 4 %
+    simulate_identification(sim, share=0.05)      # M is 5 % of the model
+    simulate_overlap(sim, (0.3, 0.5, 0.7))
+    simulate_scale(sim, gain=0.0, nonmath=(0.3, 0.0))  # no gain, and non-math moves
     simulate_generalisation(sim, nonmath=(0.40, 0.0), ppl_ratio=1.5)
     got = verdicts(tmp_path)
     assert got["1"] == got["3"] == got["6"] == "not reproduced", got
+    assert got["4"].startswith("not reproduced") and got["5"].startswith("not reproduced")
+
+
+def test_claim_3s_math_part_cannot_be_contradicted_at_the_amended_sizes(tmp_path: Path) -> None:
+    sim = Sim(tmp_path, seed=4)
+    simulate_scale(sim, gain=-0.05)  # the edit even costs math: the plan still only says "not supported"
+    rows = {r["test"].group: r for r in claims.evaluate(claims.plan_tests(), read_tree(tmp_path), resamples=500)
+            if r["test"].claim == "3" and r["status"] == "ok"}
+    assert rows["3a"]["p_contra"] == 1.0 and rows["3a"]["decision"] == lib.UNDECIDED
+    assert lib.part_status([rows["3a"], rows["3b"]]) == "inconclusive"
 
 
 def test_where_the_data_cannot_tell_the_verdict_is_inconclusive(tmp_path: Path) -> None:
@@ -161,6 +207,20 @@ def test_where_the_data_cannot_tell_the_verdict_is_inconclusive(tmp_path: Path) 
     simulate_prune(sim, m_nonmath=(0.13, 0.03))   # M loses about 5 points more than random: at the margin
     got = verdicts(tmp_path)
     assert got["1"] == "inconclusive" and got["3"] == got["6"] == "not run", got
+
+
+def test_holm_only_on_the_contradicting_side_of_an_intersection_union_part() -> None:
+    def row(role: str, p_support: float, p_contra: float) -> dict:
+        t = lib.Test("x", "x", "1", "math", "x", "s", (), "random", ("t",), "acc", "direction", family=role,
+                     role=role)
+        return {"test": t, "status": "ok", "p_support": p_support, "p_contra": p_contra}
+
+    primary = lib.adjust_families([row("primary", 0.04, 1.0), row("primary", 0.03, 1.0)])
+    assert [r["holm"] for r in primary] == [lib.SUPPORTS, lib.SUPPORTS]  # Holm would have left 0.04 at 0.08
+    contra = lib.adjust_families([row("primary", 1.0, 0.04), row("primary", 1.0, 0.03)])
+    assert [r["holm"] for r in contra] == [lib.UNDECIDED, lib.UNDECIDED]  # Holm: 0.06 and 0.08
+    secondary = lib.adjust_families([row("secondary", 0.04, 1.0), row("secondary", 0.03, 1.0)])
+    assert [r["holm"] for r in secondary] == [lib.UNDECIDED, lib.UNDECIDED]
 
 
 def test_holm_and_the_single_test_rules_on_hand_made_rows() -> None:
@@ -171,20 +231,6 @@ def test_holm_and_the_single_test_rules_on_hand_made_rows() -> None:
     assert lib.part_status([*rows, {"test": t, "status": "not run"}], adjusted=False) == "incomplete"
     assert lib.claim_verdict(["supported", "contradicted"]) == "not reproduced"
     assert lib.claim_verdict(["not run", "not run"]) == "not run"
-
-
-def test_the_searched_best_point_and_its_trace(tmp_path: Path) -> None:
-    for i, (k, s, obj) in enumerate([(0.05, 1.1, 0.02), (0.01, 1.2, 0.08), (0.05, 1.2, 0.08), (0.15, 1.3, -1.2)]):
-        write_packed(tmp_path / "scale_search" / f"p{i}.jsonl.gz", {
-            "kind": "point", "name": f"p{i}", "objective": obj,
-            "point": {"model": claims.MODEL, "method": "mathneuro", "intervention": "scale", "top_k": k, "scalar": s,
-                      "seed": 0}, "metrics": {f"math/gsm8k_val/{claims.STRICT}": 0.5 + obj, "nonmath/mmlu_dev/acc": 0.5},
-            "baseline_metrics": {f"math/gsm8k_val/{claims.STRICT}": 0.5, "nonmath/mmlu_dev/acc": 0.5}}, [])
-    trace, best = claims.search_trace({"scale_search": read_study(tmp_path / "scale_search")})
-    assert best == (0.01, 1.2) and len(trace) == 4  # a tie goes to the smaller K
-    assert any(t.group == "3s" and dict(t.select)["top_k"] == 0.01 for t in claims.plan_tests(best))
-    text = claims.build(tmp_path, resamples=200)
-    assert "| 0.01 | 1.2 | 0.580 (0.500) | 0.500 (0.500) | +0.080 **best** |" in text
 
 
 def test_write_and_check_the_readme(tmp_path: Path, monkeypatch) -> None:

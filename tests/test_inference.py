@@ -88,6 +88,26 @@ def test_counts_changed_each_way_and_a_ceiling_interval_that_does_not_collapse()
     assert row["ci95_low"] <= float(lo) and row["ci95_high"] >= float(hi) > 0
 
 
+def test_newcombe_narrows_with_draws_only_as_far_as_the_draws_disagree() -> None:
+    """The audit's finding: Newcombe's interval on the draw-averaged table had the same width at any D."""
+    rng = np.random.default_rng(3)
+    ref = np.tile((rng.random(200) < 0.5).astype(float), (4, 1))
+    same = np.tile(np.where(rng.random(200) < 0.1, 1 - ref[0], ref[0]), (4, 1))  # every draw flips the same ones
+    independent = np.where(rng.random((4, 200)) < 0.1, 1 - ref, ref)  # each draw flips its own
+    assert inf.draw_correlation(same - ref) == 1.0 and inf.effective_examples(same - ref) == 200
+    assert inf.draw_correlation(independent - ref) < 0.2 and inf.effective_examples(independent - ref) > 500
+
+    def newcombe_width(e: np.ndarray) -> float:
+        table = inf.paired_tests(e, ref, resamples=200).table
+        lo, hi = inf.newcombe_paired(*table, Z95)
+        return float(hi - lo)
+
+    one = inf.paired_tests(same[:1], ref[:1], resamples=200).table
+    lo, hi = inf.newcombe_paired(*one, Z95)
+    assert newcombe_width(same) == pytest.approx(float(hi - lo))  # four identical draws: one draw's width
+    assert newcombe_width(independent) < 0.75 * float(hi - lo)  # four independent draws: narrower
+
+
 # -------------------------------------------------------------------------- simulated records
 def simulate(rng: np.random.Generator, truth: float, *, draws: int, n: int, draw_sd: float,
              shared: float = 0.9) -> tuple:

@@ -109,3 +109,24 @@ def test_a_real_run_point_packs_and_its_records_average_to_its_metrics(tiny_dir:
     for packed, metrics in ((point, result["metrics"]), (base, result["baseline_metrics"])):
         values = [v["exact_match"] for v in packed.task("arith").values()]
         assert len(values) == 6 and sum(values) / 6 == pytest.approx(metrics["math/arith/exact_match"])
+
+
+def test_a_baseline_evaluated_task_by_task_pairs_with_points_run_without_their_own(sweep: Path, tmp_path: Path) -> None:
+    """The amended plan's layout (experiments/baseline_eval.py, pack_amended.py): points run with
+    eval.baseline=false, and one unedited evaluation made one task at a time is every point's reference."""
+    import shutil
+
+    folder = tmp_path / "baseline"
+    shutil.move(str(sweep / "baseline_samples"), folder)  # the points have no baseline of their own now
+    (folder / "metrics.json").write_text(json.dumps({"metrics": {"math/gsm8k/exact_match,strict-match": 0.5}}))
+    out = tmp_path / "records" / "prune"
+    base = records.pack_baseline({"gsm8k": folder, "race": folder, "absent": tmp_path / "nothing"}, out,
+                                 study="prune", model="tiny")
+    written = records.pack_sweep(sweep, out, study="prune", baseline=base.name[: -len(records.SUFFIX)])
+    study = {p.name: p for p in records.read_study(out)}
+    baseline = study[base.name[: -len(records.SUFFIX)]]
+    assert baseline.kind == "baseline" and baseline.header["tasks"] == ["gsm8k", "race"]
+    assert sum(v["acc"] for v in baseline.task("race").values()) == sum(RACE)
+    points = [study[p.name[: -len(records.SUFFIX)]] for p in written]
+    assert len(points) == 3 and all(p.header["baseline"] == baseline.name for p in points)
+    assert records.pack_baseline({"gsm8k": tmp_path / "nothing"}, out, study="prune") is None

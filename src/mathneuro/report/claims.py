@@ -15,8 +15,8 @@ each is paired with in its own draw (the unedited ``baseline``, ``random``, ``ra
 - ``context``: numbers only.
 
 :func:`evaluate` computes every test (hierarchical bootstrap over draws and examples,
-:mod:`mathneuro.report.inference`), Holm-adjusts each family's supporting and contradicting p-values,
-and :func:`part_status` / :func:`claim_verdict` turn decisions into verdicts.
+:mod:`mathneuro.report.inference`), Holm-adjusts each family's contradicting p-values (and the
+supporting ones of secondary families: a primary part is an intersection-union test), and :func:`part_status` / :func:`claim_verdict` turn decisions into verdicts.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ class Test:
     family: str | None = None
     role: str = "primary"  # primary | secondary | context
     min_n: int = 1
+    can_contradict: bool = True  # False: the plan declared this test unable to contradict at its size
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -164,6 +165,8 @@ def evaluate_test(test: Test, tree: Mapping[str, Sequence[Packed]], *, resamples
         row["ci95"], row["ci90"] = tests.interval(0.95)[:2], tests.interval(1 - 2 * alpha)[:2]
         row.update(_rule_pvalues(test, tests, ref_mean))
     if test.rule != "context":
+        if not test.can_contradict:
+            row["p_contra"] = 1.0
         row["decision"] = _decide(row["p_support"], row["p_contra"], alpha)
     return row
 
@@ -216,9 +219,17 @@ def _decide(p_support: float, p_contra: float, alpha: float) -> str:
 
 def evaluate(tests: Iterable[Test], tree: Mapping[str, Sequence[Packed]], *, resamples: int = 10_000,
              alpha: float = inf.ALPHA) -> list[dict]:
-    """Every test's row; within each family the supporting and the contradicting p-values are
-    Holm-adjusted separately (``holm``: the adjusted decision; None outside families)."""
-    rows = [evaluate_test(t, tree, resamples=resamples, alpha=alpha) for t in tests]
+    """Every test's row, with ``holm``: the family-adjusted decision (None outside families).
+
+    A part of a claim is supported only if every one of its primary tests supports it: an
+    intersection-union test, valid without adjustment (Berger 1982), so the supporting p-values of
+    primary tests are used as they are. The contradicting p-values are Holm-adjusted within each family
+    (any one test contradicting suffices), and secondary families are Holm-adjusted on both sides."""
+    return adjust_families([evaluate_test(t, tree, resamples=resamples, alpha=alpha) for t in tests], alpha)
+
+
+def adjust_families(rows: list[dict], alpha: float = inf.ALPHA) -> list[dict]:
+    """Set each family member's ``holm`` decision (see :func:`evaluate`); returns ``rows``."""
     families: dict[str, list[dict]] = {}
     for row in rows:
         if row["status"] == "ok" and row["test"].family and row["test"].rule != "context":
@@ -227,7 +238,8 @@ def evaluate(tests: Iterable[Test], tree: Mapping[str, Sequence[Packed]], *, res
         sup = inf.holm([r["p_support"] for r in members])
         con = inf.holm([r["p_contra"] for r in members])
         for row, ps, pc in zip(members, sup, con, strict=True):
-            row["holm"] = _decide(float(ps), float(pc), alpha)
+            support = row["p_support"] if row["test"].role == "primary" else float(ps)
+            row["holm"] = _decide(float(support), float(pc), alpha)
     return rows
 
 

@@ -12,7 +12,7 @@ scored on the same n examples under each of D identification draws: ``E[s, i]``,
   sample variance); with one draw it is today's paired bootstrap, number for number.
 - Binary metrics (every value 0 or 1) also get Newcombe's hybrid score interval for a difference of
   paired proportions (Newcombe 1998, Statistics in Medicine 17:2635, method 10) on the draw-averaged
-  2x2 table, and the reported interval is the hull of both, so it never collapses to [0, 0] at a
+  2x2 table scaled to the effective number of examples (:func:`effective_examples`), and the reported interval is the hull of both, so it never collapses to [0, 0] at a
   ceiling. When no example changed in any draw, the interval is the rule of three (the exact bound
   ``1 - alpha**(1/n)`` on the share of examples changed each way; ``3/n`` at one-sided alpha = 0.05).
 - p-values are those of the same intervals (a hull's p-value is the larger of its parts'), so a
@@ -32,6 +32,8 @@ from statistics import NormalDist
 from typing import Any
 
 import numpy as np
+
+from mathneuro.report.draws import draw_correlation, effective_examples  # noqa: F401 (part of this API)
 
 ALPHA = 0.05
 DEFAULT_RESAMPLES = 5000
@@ -273,8 +275,9 @@ def paired_tests(edited: Any, reference: Any, *, resamples: int = DEFAULT_RESAMP
     if bounded and not np.any(d):
         unchanged = e.shape[1]
     elif denominators is None and is_binary(e, r):
-        table = (float(np.sum(e * r)) / e.shape[0], float(np.sum(e * (1 - r))) / e.shape[0],
-                 float(np.sum((1 - e) * r)) / e.shape[0], float(np.sum((1 - e) * (1 - r))) / e.shape[0])
+        scale = effective_examples(d) / (e.shape[0] * e.shape[1])  # the draw-averaged table, on the effective n
+        table = (float(np.sum(e * r)) * scale, float(np.sum(e * (1 - r))) * scale,
+                 float(np.sum((1 - e) * r)) * scale, float(np.sum((1 - e) * (1 - r))) * scale)
     return Tests(estimate, stats, table, unchanged)
 
 

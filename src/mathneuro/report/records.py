@@ -144,9 +144,12 @@ def _header(kind: str, study: str, name: str, **fields: Any) -> dict:
     return {"kind": kind, "study": study, "name": name, **{k: v for k, v in fields.items() if v is not None}}
 
 
-def pack_sweep(sources: str | Path | Iterable[str | Path], out_dir: str | Path, *, study: str) -> list[Path]:
+def pack_sweep(sources: str | Path | Iterable[str | Path], out_dir: str | Path, *, study: str,
+               baseline: str | None = None) -> list[Path]:
     """Pack every complete point with per-example records of the sweep(s) into ``out_dir`` (the
-    study's folder): one file per point and one per distinct baseline (named by its content)."""
+    study's folder): one file per point and one per distinct baseline (named by its content).
+    ``baseline`` names the packed baseline of points evaluated without their own
+    (``eval.baseline=false``; see :func:`pack_baseline`)."""
     sources = [sources] if isinstance(sources, (str, Path)) else list(sources)
     out = Path(out_dir)
     written: list[Path] = []
@@ -158,7 +161,7 @@ def pack_sweep(sources: str | Path | Iterable[str | Path], out_dir: str | Path, 
             recs = point_records(result)
             if recs is None:
                 continue
-            base_name = None
+            base_name = baseline
             if recs.baseline_dir is not None and recs.baseline_dir.is_dir():
                 key = recs.baseline_dir.resolve()
                 if key not in baselines:
@@ -181,6 +184,30 @@ def pack_sweep(sources: str | Path | Iterable[str | Path], out_dir: str | Path, 
                              **{k: result.get(k) for k in HEADER_FIELDS})
             written.append(write_packed(out / f"{name}{SUFFIX}", header, _sample_lines(recs.samples_dir, recs.tasks)))
     return written
+
+
+def pack_baseline(task_dirs: Mapping[str, str | Path], out_dir: str | Path, *, study: str,
+                  model: str | None = None) -> Path | None:
+    """Pack one unedited evaluation made task by task (``{task: folder}``, each folder holding
+    ``<task>.jsonl`` and ``metrics.json``, as ``experiments/baseline_eval.py`` writes them) as one
+    baseline file named by its content; None when no task is there yet."""
+    lines: list[dict] = []
+    metrics: dict[str, Any] = {}
+    tasks = []
+    for task, folder in sorted(task_dirs.items()):
+        folder = Path(folder)
+        if not (folder / "metrics.json").is_file():
+            continue
+        tasks.append(task)
+        metrics.update(json.loads((folder / "metrics.json").read_text()).get("metrics") or {})
+        lines += _sample_lines(folder, [task])
+    if not tasks:
+        return None
+    digest = hashlib.sha1("".join(_dumps(x) for x in lines).encode()).hexdigest()[:10]
+    name = f"baseline-{digest}"
+    header = _header("baseline", study, name, point={"model": model}, metrics=metrics, tasks=tasks,
+                     source="baseline_eval")
+    return write_packed(Path(out_dir) / f"{name}{SUFFIX}", header, lines)
 
 
 def _number(text: str) -> Any:

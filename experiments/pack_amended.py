@@ -1,0 +1,118 @@
+"""Pack the finished points of the amended plan's stages (``claims_amended.sh``) into ``experiments/records/``.
+
+    .venv/bin/python experiments/pack_amended.py [--root /work/exp-outputs/claims_amended] [--out experiments/records]
+
+- the unedited evaluation (``ROOT/baseline/<task>/``) as one baseline file in each evaluated study
+  (``prune``, ``scale``, ``generalisation``), paired with every point of the study; an older baseline
+  file of the study (fewer tasks then) is replaced;
+- claim 1 and 2 points -> ``prune``; claim 3 -> ``scale``; claim 6 (tasks, WikiText) -> ``generalisation``;
+- every identification with a saved selection at K = 15 % and N = 100 (claim 4's RACE draws, claim 1's MMLU
+  draws) as a header-only record in ``identification`` (M's size and its spread over blocks);
+- M's overlap across draws at N = 1, 10 (claim 5's stage) and 100 (claim 1's selections) as the table
+  ``data_efficiency/amended_mmlu``.
+
+Only complete points are packed, and packing is deterministic, so rerunning it after more points
+finish only adds (or, for the baseline, replaces) files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from mathneuro.report.efficiency import efficiency_table, write_efficiency_csv
+from mathneuro.report.records import (
+    SELECTION_KEPT,
+    SUFFIX,
+    pack_baseline,
+    pack_sweep,
+    pack_table,
+    point_name,
+    write_packed,
+)
+from mathneuro.report.sweep import load_results
+
+HERE = Path(__file__).resolve().parent
+MODEL = "qwen2_5_coder_1_5b"
+STUDIES = {"prune": ("claim1", "claim2"), "scale": ("claim3",), "generalisation": ("claim6/tasks", "claim6/wikitext")}
+
+
+def _complete(root: Path, folder: str) -> list[dict]:
+    path = root / folder
+    return load_results(path)[0] if path.is_dir() else []
+
+
+def pack(root: Path, out: Path) -> list[Path]:
+    """Every file written (see the module docstring)."""
+    written: list[Path] = []
+    task_dirs = {d.name: d for d in sorted((root / "baseline").glob("*")) if d.is_dir()}
+    for study, sweeps in STUDIES.items():
+        folder = out / study
+        sources = [root / s for s in sweeps if (root / s).is_dir()]
+        if not sources or not any(_complete(root, s) for s in sweeps):
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        old = set(folder.glob(f"baseline-*{SUFFIX}"))
+        base = pack_baseline(task_dirs, folder, study=study, model=MODEL)
+        if base is not None:
+            written.append(base)
+            for stale in old - {base}:
+                stale.unlink()
+        written += pack_sweep(sources, folder, study=study, baseline=base.name[: -len(SUFFIX)] if base else None)
+    written += _identifications(root, out / "identification")
+    table = _efficiency(root, out / "data_efficiency")
+    if table is not None:
+        written.append(table)
+    return written
+
+
+def _identifications(root: Path, folder: Path) -> list[Path]:
+    """Header-only records of M at K = 15 %, N = 100 (claim 4)."""
+    written = []
+    for result in [*_complete(root, "claim4"), *_complete(root, "claim1")]:
+        point = result.get("point") or {}
+        if point.get("method") != "mathneuro" or not math.isclose(float(point.get("top_k") or 0), 0.15):
+            continue
+        if not (Path(str(result["_dir"])) / "selection.safetensors").is_file() and not result.get("selection"):
+            continue
+        name = point_name(point)
+        selection = {k: v for k, v in (result.get("selection") or {}).items() if k in SELECTION_KEPT}
+        header = {"kind": "point", "study": "identification", "name": name, "point": point, "selection": selection,
+                  "method_facts": result.get("method_facts"), "source": str(result.get("_job"))}
+        folder.mkdir(parents=True, exist_ok=True)
+        written.append(write_packed(folder / f"{name}{SUFFIX}", header, []))
+    return written
+
+
+def _efficiency(root: Path, folder: Path) -> Path | None:
+    """Claim 5's table: M's overlap across draws 0-2 at N = 1, 10, 100 (MMLU filter, K = 15 %)."""
+    results = [r for r in (*_complete(root, "claim5"), *_complete(root, "claim1"))
+               if (r.get("point") or {}).get("method") == "mathneuro"]
+    rows = [r for r in efficiency_table(results, reference_samples=100) if r.get("filter") == "mmlu"]
+    if not rows:
+        return None
+    csv_path = root / "claim5" / "data_efficiency.csv"
+    write_efficiency_csv(rows, csv_path)
+    return pack_table(csv_path, folder, study="data_efficiency", name="amended_mmlu")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default="/work/exp-outputs/claims_amended", help="the stages' ROOT")
+    parser.add_argument("--out", default=str(HERE / "records"), help="records root (default: %(default)s)")
+    args = parser.parse_args(argv)
+    root = Path(args.root)
+    if not root.is_dir():
+        print(f"error: no such folder: {root}", file=sys.stderr)
+        return 2
+    written = pack(root, Path(args.out))
+    for path in written:
+        print(f"wrote {path}")
+    print(f"{len(written)} file(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
