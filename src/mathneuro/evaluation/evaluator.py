@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from mathneuro.evaluation.config import EvalConfig
+from mathneuro.evaluation.directions import higher_is_better
 from mathneuro.evaluation.harness import Harness, preserved_rng
 from mathneuro.evaluation.probe_registry import ProbeContext, is_probe, probe_spec
 from mathneuro.evaluation.task_store import TaskStore
@@ -150,7 +151,10 @@ class Evaluator:
             records = self._probe_contexts[task].records
             if self.cfg.log_samples and records is not None:
                 self.last_samples[task] = list(records)
-            self.last_task_info[task] = {"source": "probe", **(self._probe_contexts[task].info or {})}
+            info = {"source": "probe", **(self._probe_contexts[task].info or {})}
+            info.setdefault("higher_is_better", {m.split(",", 1)[0]: higher_is_better(m) for m in values
+                                                 if not m.endswith("_stderr")})
+            self.last_task_info[task] = info
         self.last_seconds[task] = time.perf_counter() - start
         log.info("eval%s %s: %s (%.1f s)", f" [{self.label}]" if self.label else "", task, values, self.last_seconds[task])
         return values

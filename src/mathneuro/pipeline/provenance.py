@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from mathneuro import __version__
+from mathneuro.evaluation.directions import higher_is_better
 
 PACKAGES = ("torch", "transformers", "lm_eval", "hydra-core", "wandb", "datasets")
-#: Metric names (the part after the last ``/``) whose lower value is better, when a task does not say.
-LOWER_IS_BETTER = ("perplexity", "bits_per_byte", "loss", "_stderr")
 
 
 def package_versions() -> dict[str, str]:
@@ -66,13 +65,6 @@ def git_state(source: str | None = None) -> dict[str, Any] | None:
         return None
     status = _git(["status", "--porcelain", "--untracked-files=no"], Path(top))
     return {"commit": commit, "dirty": bool(status)}
-
-
-def higher_is_better(metric: str) -> bool:
-    """The direction of a metric by its name, for tasks that do not say (perplexities, bits per byte,
-    losses and standard errors: lower is better; everything else: higher)."""
-    name = metric.rsplit("/", 1)[-1].split(",", 1)[0]
-    return not any(part in name for part in LOWER_IS_BETTER)
 
 
 def metric_direction(metric: str, tasks: Mapping[str, Any] | None = None) -> str:
