@@ -121,7 +121,8 @@ def records_from_lm_eval(logged: Iterable[Mapping[str, Any]]) -> list[dict[str, 
             if isinstance(sample.get(key), str):
                 record.setdefault(key, sample[key])
         choices = _choices(sample)
-        record.setdefault("target", _target(sample, choices))
+        if sample.get("target") is not None:
+            record.setdefault("target", _target(sample, choices))
         if choices is not None:
             pick = _mc_pick(sample, choices)
             if pick is not None:
