@@ -16,6 +16,7 @@ from tests.wandb_records import RunRecords, read_run
 pytestmark = pytest.mark.integration  # runs the CLI in subprocesses
 
 STAMP = ("2026-01-02", "03-04-05")
+LOUD = {"WANDB_SILENT": "false"}  # the tests' default (conftest) would hide W&B's banners whatever mathneuro asks
 SCALARS = ("1.1", "1.3")
 METHODS = ("mathneuro", "random")
 
@@ -40,7 +41,7 @@ def swept(tiny_dir, tmp_path_factory):
     """The sweep, run twice (the second time every point is skipped and the report rewritten)."""
     tmp_path = tmp_path_factory.mktemp("wandb-sweep")
     sweep = tmp_path / "outputs" / "multirun" / STAMP[0] / STAMP[1]
-    first = cli(sweep_args(tiny_dir, tmp_path, sweep), cwd=tmp_path)
+    first = cli(sweep_args(tiny_dir, tmp_path, sweep), cwd=tmp_path, env=LOUD)
     assert first.returncode == 0, first.stderr[-3000:]
     runs = point_runs(sweep)
     reports_before = sorted((sweep / "report" / "wandb").glob("offline-run-*"))
@@ -162,17 +163,21 @@ def test_quiet_with_one_status_line_and_stages_in_each_points_log(swept):
     assert sum("eval [unedited model] arith" in text for text in logs) == 1  # evaluated once, then from the cache
 
 
-def test_logger_group_name_and_tags_are_honoured(tiny_dir, tmp_path):
+def test_logger_group_name_and_tags_are_honoured_and_verbose_brings_the_banners_back(tiny_dir, tmp_path):
     out = tmp_path / "run"
     res = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", "logger.group=my-comparison",
                "logger.run_name='{method} at {K}'", "logger.tags=[first-try]", "logger.project=elsewhere",
-               f"hydra.run.dir={out}"], cwd=tmp_path)
+               "logger.verbose=true", "export_model=true", f"hydra.run.dir={out}"], cwd=tmp_path, env=LOUD)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert [line for line in (res.stdout + res.stderr).splitlines() if line.startswith("wandb:")]
     (folder,) = (out / "wandb").glob("offline-run-*")
     r = read_run(folder)
     assert (r.run["run_group"], r.run["display_name"], r.run["project"]) == ("my-comparison", "mathneuro at 5%",
                                                                              "elsewhere")
     assert "first-try" in r.run["tags"] and "method=mathneuro" in r.run["tags"]
+    model = r.artifact("model")  # the exported model, by reference
+    assert "model/model.safetensors" in model["files"] and model["metadata"]["method"] == "mathneuro"
+    assert r.artifact("results")["files"] == ["results.json"]  # no per-example records without eval.log_samples
     bad = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", "logger.run_name='{nope}'",
                f"hydra.run.dir={tmp_path / 'bad'}"], cwd=tmp_path)
     assert bad.returncode == 2 and "logger.run_name" in bad.stderr.strip().splitlines()[-1]
