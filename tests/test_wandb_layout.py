@@ -5,14 +5,20 @@ from __future__ import annotations
 import json
 import re
 import threading
-import tomllib
 from pathlib import Path
 
 import pytest
 
 import mathneuro
 from mathneuro.pipeline.provenance import git_state, metric_direction
-from mathneuro.pipeline.wandb_layout import IDENTITY_FILE, percent, run_name, run_tags, swept_values, sweep_identity
+from mathneuro.pipeline.wandb_layout import (
+    IDENTITY_FILE,
+    percent,
+    run_name,
+    run_tags,
+    sweep_identity,
+    swept_values,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 POINT = {"model": "qwen", "task": "gsm8k", "filter": "race+mmlu", "method": "mathneuro", "top_k": 0.01,
@@ -80,6 +86,7 @@ def test_metric_directions_follow_the_task_else_the_name() -> None:
 
 
 def test_one_version_in_the_package_pyproject_and_changelog() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "mathneuro.__version__"}

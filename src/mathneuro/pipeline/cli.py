@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from mathneuro.pipeline.config import ConfigError, register_configs
 from mathneuro.pipeline.errors import SweepRefused, debug_requested, raise_on_sigterm, user_error
 from mathneuro.pipeline.runner import run_point
-from mathneuro.pipeline.sweep_status import status_line
+from mathneuro.pipeline.sweep_status import failed_sweep_line
 from mathneuro.pipeline.wandb_layout import swept_values
 from mathneuro.util.signals import checkpoint_on_sigterm
 
@@ -193,7 +193,7 @@ def main() -> None:
     except Exception as exc:
         from_point = any(exc is e for e in _TASK_ERRORS)
         if from_point and _SWEEP_DIR:  # Hydra stops a sweep whose point failed before its end callbacks
-            print(status_line(_SWEEP_DIR[0], started, None), file=sys.stderr)
+            print(failed_sweep_line(_SWEEP_DIR[0], started), file=sys.stderr)
         line = user_error(exc) if not (from_point and isinstance(exc, OSError)) else None
         if line is None:
             raise

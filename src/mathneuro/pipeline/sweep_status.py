@@ -48,3 +48,16 @@ def status_line(sweep_dir: str | os.PathLike, started: float | None, report: str
     if failed:
         line += f" ({', '.join(str(p) for p in failed)})"
     return line + (f"; report: {report}" if report else "; no report written")
+
+
+def failed_sweep_line(sweep_dir: str | os.PathLike, started: float | None) -> str:
+    """The status line of a sweep that a point's error ended (Hydra then skips the end-of-sweep callbacks):
+    the report of the points that completed is written first, so the line can name it."""
+    report = None
+    try:
+        from mathneuro.report import write_report  # deferred: matplotlib, only when a sweep failed
+
+        report = Path(write_report(sweep_dir)["markdown"]).parent
+    except Exception:  # noqa: BLE001 - the line still says what completed and what failed
+        pass
+    return status_line(sweep_dir, started, report)
