@@ -241,8 +241,9 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
             with point.stage("baseline_evaluation"):
                 baseline = _evaluate_baseline(point, baseline_samples)
             attempts.note("baseline_tasks", list(bench.baseline_kept))
-        if cfg.save_selection or wandb_run.run is not None and cfg.logger.artifacts:
+        if cfg.save_selection or wandb_run.run is not None and cfg.logger.artifacts:  # W&B's selection artifact
             selection.save(output_dir / "selection.safetensors")
+        if cfg.save_selection:
             for suffix, extra in point.extra_selections().items():  # e.g. MathNeuro's math top-K set
                 extra.save(output_dir / f"selection_{suffix}.safetensors")
         point.timings["total"] = round(time.perf_counter() - t_start, 3)
