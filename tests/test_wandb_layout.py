@@ -57,6 +57,7 @@ def test_names_are_short_and_carry_the_other_swept_keys() -> None:
     other = run_name(POINT, {"model.name_or_path": "x" * 79 + "y"})
     assert len(long) == 64 and long != other  # cut, and still apart
     assert run_name(POINT, template="{method}/{K}/{filter}") == "mathneuro/1%/race+mmlu"
+    assert run_name(POINT, template="{method}({reference})") == "mathneuro()"  # a field this point lacks: empty
     with pytest.raises(ValueError, match="logger.run_name"):
         run_name(POINT, template="{nope}")
 

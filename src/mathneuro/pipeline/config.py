@@ -161,7 +161,8 @@ def _check(cfg: Any) -> None:
     if not cfg.logger.init_timeout > 0:
         raise ConfigError(f"logger.init_timeout: must be > 0 seconds, got {cfg.logger.init_timeout!r}")
     if cfg.logger.run_name:
-        fields = ("model", "task", "filter", "method", "top_k", "K", "intervention", "scalar", "seed", "num_samples")
+        fields = ("model", "task", "filter", "method", "top_k", "K", "intervention", "scalar", "seed", "num_samples",
+                  "reference", "share")
         try:
             str(cfg.logger.run_name).format(**{k: "" for k in fields})
         except (KeyError, IndexError, ValueError) as err:

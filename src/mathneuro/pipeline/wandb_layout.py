@@ -102,6 +102,11 @@ def swept_values(folder: str | os.PathLike, job_overrides: Sequence[str]) -> dic
     return out
 
 
+class _Fields(dict):
+    def __init__(self, fields: Mapping[str, Any], **optional: Any) -> None:
+        super().__init__({**optional, **fields})
+
+
 def _fit(name: str, limit: int = MAX_NAME) -> str:
     if len(name) <= limit:
         return name
@@ -113,8 +118,8 @@ def run_name(point: Mapping[str, Any], extras: Mapping[str, str] | None = None, 
     """The W&B name of a point (see the module docstring)."""
     fields = {**point, "K": percent(point.get("top_k"))}
     if template:
-        try:
-            return _fit(template.format(**fields), 128)
+        try:  # a field this point lacks (``reference`` of a non-random point) is empty
+            return _fit(template.format_map(_Fields(fields, reference="", share="")), 128)
         except (KeyError, IndexError, ValueError) as err:
             raise ValueError(f"logger.run_name: {template!r} names an unknown field ({err}); fields: "
                              f"{', '.join(sorted(fields))}") from None

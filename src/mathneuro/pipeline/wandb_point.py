@@ -6,7 +6,7 @@
   ``rel_change/<m>`` = (after - before) / before, ``selection/*``, ``per_layer/*``, ``time/<stage>``.
 - **Metric definitions**: ``define_metric`` for each of those metric keys, its summary the best value
   (``max`` where higher is better, ``min`` where lower is: the task's ``higher_is_better``, else the name).
-- **Tables** (``eval.log_samples``): ``samples/<task>``, one row per example: doc id, prompt hash, target,
+- **Tables** (``eval.log_samples``): ``samples/<task>`` (a group's: one table, its subtask a column), one row per example: doc id, prompt hash, target,
   the edited model's answer and scores, the unedited model's answer and scores (``baseline/<metric>``).
 - **Artifacts**, with metadata (method, K, scalar, model, task, filter, seed, statistics keys, group):
   ``selection-<run id>`` (type ``selection``: the saved ``selection*.safetensors``), ``results-<run id>``
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ def point_layout(cfg: Any, point: Mapping[str, Any], output_dir: Path, *, group:
     logger = cfg.logger
     if getattr(logger, "group", None):
         group = logger.group
-    elif group is None:
+    elif group is None and logger.name == "wandb":  # no identity file in a sweep that logs nowhere
         group = sweep_identity(layout.get("sweep_dir") or output_dir, layout.get("experiment"),
                                multirun=bool(layout.get("sweep_dir")))["group"]
     name = run_name(point, layout.get("extras"), getattr(logger, "run_name", None))
@@ -114,9 +115,17 @@ def artifact_metadata(record: PointResult, layout: Mapping[str, Any]) -> dict[st
 
 
 def log_point(run: WandbRun, record: PointResult, output_dir: Path, layout: Mapping[str, Any]) -> None:
-    """Summary, metric definitions, per-example tables and artifacts of a finished point (never raises)."""
+    """Summary, metric definitions, per-example tables and artifacts of a finished point (never raises:
+    the point's results are written already; what W&B could not take is one warning)."""
     if run.run is None:
         return
+    try:
+        _log_point(run, record, output_dir, layout)
+    except Exception as exc:  # noqa: BLE001 - e.g. an unreadable records file: W&B must never fail a point
+        warnings.warn(f"W&B logging of the point failed: {exc}", stacklevel=2)
+
+
+def _log_point(run: WandbRun, record: PointResult, output_dir: Path, layout: Mapping[str, Any]) -> None:
     directions = metric_directions(record)
     values = summary_values(record)
     run.config({"provenance": record.provenance, "metric_directions": directions})
@@ -127,17 +136,20 @@ def log_point(run: WandbRun, record: PointResult, output_dir: Path, layout: Mapp
     samples = record.samples or {}
     folder, base = output_dir / str(samples.get("dir") or "samples"), _baseline_dir(output_dir, samples)
     files: dict[str, Path] = {"results.json": output_dir / "results.json"}
+    mine: dict[str, list[dict]] = {}
     for task in samples.get("tasks") or {}:
         stem = f"{task.replace('/', '_')}.jsonl"
-        if not (folder / stem).is_file():
-            continue
-        files[f"samples/{stem}"] = folder / stem
-        theirs = None
-        if base is not None and (base / stem).is_file():
-            files[f"baseline_samples/{stem}"] = base / stem
-            theirs = read_records(base / stem)
-        cols, rows = samples_table(read_records(folder / stem), theirs)
-        run.table(f"samples/{task}", cols, rows)
+        if (folder / stem).is_file():
+            files[f"samples/{stem}"] = folder / stem
+            mine[task] = read_records(folder / stem)
+            if base is not None and (base / stem).is_file():
+                files[f"baseline_samples/{stem}"] = base / stem
+    pooled = {str(r["subtask"]) for records in mine.values() for r in records if "subtask" in r}
+    for task, records in mine.items():  # a group's subtasks are rows of the group's table, not tables of their own
+        if task not in pooled:
+            stem = f"{task.replace('/', '_')}.jsonl"
+            theirs = read_records(base / stem) if f"baseline_samples/{stem}" in files else None
+            run.table(f"samples/{task}", *samples_table(records, theirs))
     meta = artifact_metadata(record, layout)
     run_id = run.run.id
     selections = {p.name: p for p in sorted(output_dir.glob("selection*.safetensors"))}
