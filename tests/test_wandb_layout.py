@@ -75,6 +75,11 @@ def test_swept_keys_come_from_the_sweeps_own_overrides(tmp_path: Path) -> None:
     job = ["top_k=0.05", "filter=mmlu", "method=random", "seed=0"]
     assert swept_values(tmp_path, job) == {"filter": "mmlu"}  # method and K are in the name already; seed is fixed
     assert swept_values(tmp_path / "absent", job) == {}
+    (tmp_path / "multirun.yaml").write_text(  # an experiment's sweep: the sweeper's params
+        "hydra:\n  overrides:\n    task: ['experiment=ablation_grid']\n"
+        "  sweeper:\n    params:\n      filter: race,mmlu\n      num_samples: 100\n      method: mathneuro,random\n")
+    assert swept_values(tmp_path, ["experiment=ablation_grid", "filter=race", "num_samples=100", "method=random"]) == {
+        "filter": "race"}
 
 
 def test_metric_directions_follow_the_task_else_the_name() -> None:

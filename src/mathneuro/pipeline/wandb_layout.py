@@ -81,7 +81,8 @@ def sweep_identity(folder: str | os.PathLike, experiment: str | None = None, *, 
 
 def swept_values(folder: str | os.PathLike, job_overrides: Sequence[str]) -> dict[str, str]:
     """``{key: value}`` of this job's overrides whose key the sweep varies (read from Hydra's
-    ``<sweep dir>/multirun.yaml``), other than those the standard name shows; ``{}`` when unknown."""
+    ``<sweep dir>/multirun.yaml``: the command line's sweeps and the sweeper's ``params``, as an
+    experiment config sets them), other than those the standard name shows; ``{}`` when unknown."""
     path = Path(folder) / "multirun.yaml"
     if not path.is_file():
         return {}
@@ -89,7 +90,10 @@ def swept_values(folder: str | os.PathLike, job_overrides: Sequence[str]) -> dic
         from hydra.core.override_parser.overrides_parser import OverridesParser
         from omegaconf import OmegaConf
 
-        given = list(OmegaConf.load(path).hydra.overrides.task)
+        hydra = OmegaConf.load(path).hydra
+        given = list(hydra.overrides.task)
+        params = OmegaConf.select(hydra, "sweeper.params") or {}
+        given += [f"{k}={v}" for k, v in params.items() if v is not None]
         parsed = OverridesParser.create().parse_overrides(given)
         swept = {o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()}
     except Exception:  # noqa: BLE001 - names only lose their extra keys
