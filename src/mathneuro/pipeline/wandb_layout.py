@@ -30,7 +30,7 @@ MAX_NAME = 64
 MAX_TAG = 64  # W&B refuses longer tags
 #: Override keys that the standard name already shows.
 NAMED_KEYS = ("method", "method.name", "top_k", "intervention", "intervention.name", "intervention.scalar", "seed")
-_STAMP = re.compile(r"(\d{4}-\d{2}-\d{2})\W(\d{2}-\d{2}-\d{2})$")
+_STAMP = re.compile(r"(\d{4}-\d{2}-\d{2})[/_ T.-](\d{2}-\d{2}-\d{2})$")
 
 
 def percent(top_k: Any) -> str:
@@ -42,7 +42,8 @@ def percent(top_k: Any) -> str:
 
 
 def _stamp(folder: Path) -> str:
-    """``<date>_<time>`` of a Hydra folder ``…/<date>/<time>`` (the sweep's start), else now."""
+    """``<date>_<time>`` of a Hydra folder ``…/<date>/<time>`` or ``…/<date>_<time>`` (the sweep's start),
+    else the time now (kept in the identity file, so it stays the sweep's)."""
     found = _STAMP.search(f"{folder.parent.name}/{folder.name}")
     if found:
         return f"{found.group(1)}_{found.group(2)}"
