@@ -146,7 +146,10 @@ def test_user_yamls_run_through_include_path_with_sides_limits_and_records(user_
     assert all(isinstance(r["answer"], str) for r in ev.last_samples["my_math"])
     # no filter list: the answer is the raw generation, which the records keep too
     assert all(r["response"] == r["answer"] for r in ev.last_samples["my_math"])
-    assert "answer" not in ev.last_samples["my_mc"][0] and "response" not in ev.last_samples["my_mc"][0]
+    # multiple choice: no generation, the chosen and the right choice by their text, each prompt's hash
+    for record in ev.last_samples["my_mc"]:
+        assert "response" not in record and record["target"] == "red" and record["answer"] in ("red", "table", "run")
+        assert record["acc"] == float(record["answer"] == "red") and len(record["prompt_hash"]) == 64
     suite = ev.last_samples["my_mc2"] + ev.last_samples["my_mc3"]
     assert len(suite) == 4 and column_mean(suite, "acc") == pytest.approx(metrics["nonmath/my_suite/acc"])
     # the group's pooled records: both subtasks' examples, tagged, whose mean is the group's metric

@@ -205,8 +205,12 @@ def test_mc_probe_known_answers_on_bigram_model():
     out = mc_probe(model, tok, records, batch_size=2)
     assert out["acc"] == 0.5 and out["acc_norm"] == 0.5
     scored = score_mc(model, tok, records, batch_size=2)
-    assert scored == [{"doc_id": 0, "acc": 1.0, "acc_norm": 1.0, "answer": "1"},
-                      {"doc_id": 1, "acc": 0.0, "acc_norm": 0.0, "answer": "0"}]
+    # the chosen and the right choice by their text (an index says nothing once choices are shuffled)
+    assert [{k: r[k] for k in ("doc_id", "acc", "acc_norm", "answer", "target")} for r in scored] == [
+        {"doc_id": 0, "acc": 1.0, "acc_norm": 1.0, "answer": "5", "target": "5"},
+        {"doc_id": 1, "acc": 0.0, "acc_norm": 0.0, "answer": "5", "target": "7"}]
+    # both questions read "pick": the same prompt, but different documents (their choices differ)
+    assert scored[0]["prompt_hash"] == scored[1]["prompt_hash"] and scored[0]["doc_hash"] != scored[1]["doc_hash"]
 
 
 def test_ppl_probe_matches_reference():

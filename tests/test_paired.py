@@ -216,17 +216,26 @@ def test_multirun_callback_writes_paired_csv_and_wandb_gets_the_table(sweep: Pat
                                                     "logger": {"name": "none"}}))
     assert (sweep / "report" / "paired.csv").is_file()
 
-    class Run:  # records what would be sent to W&B
-        def __init__(self):
-            self.logged, self.summary = {}, {}
+    import wandb
 
-        def log(self, payload):
-            self.logged.update(payload)
+    from tests.wandb_records import read_run
 
-    run = Run()
+    run = wandb.init(project="mathneuro-test", mode="offline", dir=str(sweep.parent), job_type="report",
+                     settings=wandb.Settings(silent=True))
     log_report_to_wandb(write_report(sweep), run)
-    table = run.logged["report/paired"]
-    assert list(table.columns)[: len(paired.COLUMNS)] == list(paired.COLUMNS) and len(table.data) == 8
+    run.finish()
+    (folder,) = (sweep.parent / "wandb").glob("offline-run-*")
+    logged = read_run(folder)
+    table = logged.table("report/paired")
+    assert table["columns"][: len(paired.COLUMNS)] == list(paired.COLUMNS) and len(table["data"]) == 8
+    rows = [h for h in logged.history if "K" in h]  # one row per compared point, its paired differences as numbers
+    assert sorted((h["method"], h["filter"]) for h in rows) == [("mathneuro", "mmlu"), ("mathneuro", "race"),
+                                                                ("random", "race")]
+    for cells in table["data"]:
+        r = dict(zip(table["columns"], cells, strict=True))
+        (row,) = [h for h in rows if (h["method"], h["filter"]) == (r["method"], r["filter"])]
+        key = f"paired/{r['method']}/filter={r['filter']}/vs_{r['reference']}/{r['task']}/{r['metric']}"  # filter varies
+        assert row[key] == pytest.approx(r["diff"]) and row[key + "/ci_low"] == pytest.approx(r["ci_low"])
 
 
 def test_lape_is_paired_with_random_neurons_as_well_as_random(tmp_path: Path) -> None:

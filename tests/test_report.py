@@ -130,22 +130,24 @@ def test_tidy_rows_exact(sweep: Path) -> None:
     row = rows[0]  # mathneuro, top_k 0.01, seed 0
     assert (row["method"], row["top_k"], row["seed"], row["job"]) == ("mathneuro", 0.01, 0, "0")
     assert row[MATH] == 0.47 and row[f"baseline/{MATH}"] == 0.5
-    assert row[f"delta/{MATH}"] == pytest.approx((0.47 - 0.5) / 0.5)
-    assert row[f"delta/{NONMATH}"] == pytest.approx((0.398 - 0.4) / 0.4)
+    assert row[f"rel_change/{MATH}"] == pytest.approx((0.47 - 0.5) / 0.5)
+    assert row[f"rel_change/{NONMATH}"] == pytest.approx((0.398 - 0.4) / 0.4)
+    assert row[f"diff/{MATH}"] == pytest.approx(0.47 - 0.5) and row[f"diff/{NONMATH}"] == pytest.approx(0.398 - 0.4)
     assert (row["selection/num_selected"], row["selection/fraction_of_model"], row["selection/fraction_of_scored"]) == (
         10, 0.002, 0.01)
     assert row["objective"] == 0.47
     assert (row["per_layer/0"], row["per_layer/1"], row["per_layer/other"]) == (5, 5, 0)
     assert row["per_module/down_proj"] == 8
     assert rep.metric_names(rows) == [MATH, NONMATH]
-    assert f"baseline/{MATH}_stderr" in row and f"delta/{MATH}_stderr" not in row
+    assert f"baseline/{MATH}_stderr" in row and f"rel_change/{MATH}_stderr" not in row
 
 
-def test_delta_skipped_when_baseline_is_zero_or_absent() -> None:
+def test_relative_change_skipped_when_baseline_is_zero_or_absent() -> None:
     r = result(point("wanda", 0.1, 0), {MATH: 0.2, NONMATH: 0.3, "math/x/acc": 0.1}, baseline={MATH: 0.0, NONMATH: 0.5})
     row = rep.tidy_row(r)
-    assert f"delta/{MATH}" not in row and "delta/math/x/acc" not in row
-    assert row[f"delta/{NONMATH}"] == pytest.approx(-0.4)
+    assert f"rel_change/{MATH}" not in row and "rel_change/math/x/acc" not in row
+    assert row[f"rel_change/{NONMATH}"] == pytest.approx(-0.4)
+    assert row[f"diff/{MATH}"] == pytest.approx(0.2) and "diff/math/x/acc" not in row  # absolute needs only a before
 
 
 def test_aggregate_over_repeats() -> None:
@@ -181,7 +183,7 @@ def test_csv_and_markdown(tmp_path: Path, sweep: Path) -> None:
     assert len(read) == 16
     header = list(read[0])
     assert header[:9] == list(rep.POINT_FIELDS)
-    assert {f"baseline/{MATH}", f"delta/{MATH}", "per_layer/0", "per_layer/other", "selection/num_selected"} <= set(header)
+    assert {f"baseline/{MATH}", f"diff/{MATH}", f"rel_change/{MATH}", "per_layer/0", "per_layer/other", "selection/num_selected"} <= set(header)
     assert header.index("per_layer/1") < header.index("per_layer/other")
     assert float(read[0][MATH]) == 0.47
     table = rep.markdown_table(rows[:2], ["method", "top_k", MATH])
@@ -335,7 +337,7 @@ def test_log_report_to_wandb_payload(sweep: Path) -> None:
     table = payload["report/points"]
     assert isinstance(table, wandb.Table)
     assert table.columns[:5] == ["method", "filter", "top_k", "scalar", "seed"]
-    assert {MATH, NONMATH, f"baseline/{MATH}", f"delta/{MATH}"} <= set(table.columns)
+    assert {MATH, NONMATH, f"baseline/{MATH}", f"diff/{MATH}", f"rel_change/{MATH}"} <= set(table.columns)
     assert len(table.data) == 16
     assert isinstance(payload["report/comparison"], wandb.Table)
     assert run.summary == {"report/complete_points": 16, "report/missing_points": 4}

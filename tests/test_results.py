@@ -45,12 +45,16 @@ def test_historic_results_load():
     assert "objective" not in record.row()
 
 
-def test_row_is_flat_with_deltas_but_not_of_stderrs():
+def test_row_is_flat_with_absolute_and_relative_changes_but_not_of_stderrs():
     row = tidy_row({**RESULT, "_job": "top_k=0.05"})
     assert row["job"] == "top_k=0.05" and row["method"] == "mathneuro" and row["objective"] == -0.5
     assert row["selection/num_selected"] == 30 and row["per_layer/1"] == 20 and row["per_module/q_proj"] == 30
-    assert row["baseline/nonmath/mc/acc"] == 0.5 and row["delta/math/arith/exact_match"] == -0.5
-    assert row["delta/nonmath/mc/acc"] == 0.0 and "delta/math/arith/exact_match_stderr" not in row
+    assert row["baseline/nonmath/mc/acc"] == 0.5 and row["rel_change/math/arith/exact_match"] == -0.5
+    assert row["rel_change/nonmath/mc/acc"] == 0.0 and "rel_change/math/arith/exact_match_stderr" not in row
+    before, after = RESULT["baseline_metrics"], RESULT["metrics"]
+    name = "math/arith/exact_match"
+    assert row[f"diff/{name}"] == pytest.approx(after[name] - before[name])  # absolute, in the metric's unit
+    assert not any(k.startswith("delta/") for k in row) and f"diff/{name}_stderr" not in row
 
 
 def test_rows_from_csv_and_summaries_coerce_to_records(tmp_path):

@@ -8,6 +8,6 @@ The pipeline, one package per stage: :mod:`mathneuro.data` → :mod:`mathneuro.s
 
 from mathneuro import _compat
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # the one place the version is written (pyproject reads it; CHANGELOG names it)
 
 _compat.install()  # old flat module names (mathneuro.runner, ...) for one release

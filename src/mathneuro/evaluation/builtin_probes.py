@@ -23,6 +23,7 @@ def arith(ctx: ProbeContext) -> dict[str, float]:
     """Exact match on generated ``a <op> b =`` problems (``eval.arith``)."""
     ctx.records = score_arith(ctx.model, ctx.tokenizer, ctx.cfg.arith, batch_size=ctx.batch_size, progress=ctx.progress)
     ctx.num_examples = len(ctx.records)
+    ctx.info = {"n_shot": ctx.cfg.arith.num_fewshot}
     return mean_metrics(ctx.records, ("exact_match",))
 
 
@@ -35,6 +36,7 @@ def gsm8k_gen(ctx: ProbeContext) -> dict[str, float]:
     ctx.num_examples = run.num_examples
     if len(run.samples) == 1:  # lm-eval's records of gsm8k_cot, filed under this probe's name
         ctx.records = next(iter(run.samples.values()))
+    ctx.info = {**next(iter(run.info.values()), {}), "runs": "gsm8k_cot"}
     return run.metrics
 
 
@@ -45,6 +47,7 @@ def mc(ctx: ProbeContext) -> dict[str, float]:
         ctx.cache["data"] = apply_limit(mc_records(ctx.cfg.mc.file), ctx.limit)
     ctx.num_examples = len(ctx.cache["data"])
     ctx.records = score_mc(ctx.model, ctx.tokenizer, ctx.cache["data"], batch_size=ctx.batch_size, progress=ctx.progress)
+    ctx.info = {"n_shot": 0}
     return mean_metrics(ctx.records, ("acc", "acc_norm"))
 
 
@@ -54,5 +57,6 @@ def ppl(ctx: ProbeContext) -> dict[str, float]:
     if "data" not in ctx.cache:
         ctx.cache["data"] = apply_limit(text_documents(ctx.cfg.ppl.file), ctx.limit)
     ctx.num_examples = len(ctx.cache["data"])
+    ctx.info = {"n_shot": 0}
     return ppl_probe(ctx.model, ctx.tokenizer, ctx.cache["data"], max_length=ctx.cfg.ppl.max_length,
                      batch_size=ctx.batch_size, progress=ctx.progress)

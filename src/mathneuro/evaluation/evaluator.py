@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from mathneuro.evaluation.config import EvalConfig
+from mathneuro.evaluation.directions import higher_is_better
 from mathneuro.evaluation.harness import Harness, preserved_rng
 from mathneuro.evaluation.probe_registry import ProbeContext, is_probe, probe_spec
 from mathneuro.evaluation.task_store import TaskStore
@@ -61,6 +62,9 @@ class Evaluator:
         self.last_raw: dict[str, dict[str, Any]] = {}
         self.last_samples: dict[str, list[dict[str, Any]]] = {}
         self.last_sample_kinds: dict[str, str] = {}
+        self.last_task_info: dict[str, dict[str, Any]] = {}  # per task: lm-eval version, n-shot, directions
+        self.calls = 0  # evaluate() calls so far (a caller tells an evaluation from a cached result)
+        self.label = ""  # which model the log lines are about ("unedited model", "edited model"); set by the caller
         self._last_subtasks: dict[str, dict[str, dict[str, float]]] = {}
 
     @property
@@ -107,6 +111,8 @@ class Evaluator:
         metrics: dict[str, float] = {}
         self.last_seconds, self.last_num_examples, self.last_raw = {}, {}, {}
         self.last_samples, self.last_sample_kinds, self._last_subtasks = {}, {}, {}
+        self.last_task_info = {}
+        self.calls += 1
         if not self.enabled:
             return metrics
         with preserved_rng(), _eval_mode(self.model):
@@ -115,10 +121,10 @@ class Evaluator:
                 if kept is not None:
                     values = self._restore(task, kept)
                 else:
-                    samples_before = set(self.last_samples)
+                    samples_before, info_before = set(self.last_samples), set(self.last_task_info)
                     values = self.evaluate_task(task)
                     if store is not None:
-                        store.save(task, self._kept(task, values, samples_before))
+                        store.save(task, self._kept(task, values, samples_before, info_before))
                 kind = self.kind(task)
                 metrics.update({metric_key(kind, task, m): v for m, v in values.items()})
                 for sub, sub_values in self._last_subtasks.get(task, {}).items():
@@ -137,6 +143,7 @@ class Evaluator:
             self.last_raw[task] = run.raw
             self._last_subtasks[task] = run.subtasks
             self.last_samples.update(run.samples)
+            self.last_task_info.update(run.info)
             values = run.metrics
         else:
             with preserved_rng(), torch.no_grad():
@@ -144,14 +151,20 @@ class Evaluator:
             records = self._probe_contexts[task].records
             if self.cfg.log_samples and records is not None:
                 self.last_samples[task] = list(records)
+            info = {"source": "probe", **(self._probe_contexts[task].info or {})}
+            info.setdefault("higher_is_better", {m.split(",", 1)[0]: higher_is_better(m) for m in values
+                                                 if not m.endswith("_stderr")})
+            self.last_task_info[task] = info
         self.last_seconds[task] = time.perf_counter() - start
-        log.info("eval %s: %s (%.1f s)", task, values, self.last_seconds[task])
+        log.info("eval%s %s: %s (%.1f s)", f" [{self.label}]" if self.label else "", task, values, self.last_seconds[task])
         return values
 
-    def _kept(self, task: str, values: dict[str, float], samples_before: set[str]) -> dict[str, Any]:
+    def _kept(self, task: str, values: dict[str, float], samples_before: set[str],
+              info_before: set[str] = frozenset()) -> dict[str, Any]:
         """What a :class:`TaskStore` keeps of ``task``'s evaluation (everything :meth:`evaluate` reports)."""
         return {"values": values, "subtasks": self._last_subtasks.get(task, {}),
                 "samples": {k: v for k, v in self.last_samples.items() if k not in samples_before},
+                "info": {k: v for k, v in self.last_task_info.items() if k not in info_before},
                 "num_examples": self.last_num_examples.get(task), "seconds": self.last_seconds.get(task)}
 
     def _restore(self, task: str, kept: dict[str, Any]) -> dict[str, float]:
@@ -159,11 +172,13 @@ class Evaluator:
         if kept.get("subtasks"):
             self._last_subtasks[task] = kept["subtasks"]
         self.last_samples.update(kept.get("samples") or {})
+        self.last_task_info.update(kept.get("info") or {})
         if kept.get("num_examples") is not None:
             self.last_num_examples[task] = kept["num_examples"]
         if kept.get("seconds") is not None:
             self.last_seconds[task] = kept["seconds"]
-        log.info("eval %s: %s (kept from an earlier attempt)", task, kept["values"])
+        log.info("eval%s %s: %s (kept from an earlier attempt)", f" [{self.label}]" if self.label else "", task,
+                 kept["values"])
         return kept["values"]
 
     # ------------------------------------------------------------------ probes

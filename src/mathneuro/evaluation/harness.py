@@ -102,6 +102,21 @@ class HarnessRun:
     raw: dict[str, Any]
     subtasks: dict[str, dict[str, float]] = field(default_factory=dict)
     samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    info: dict[str, dict[str, Any]] = field(default_factory=dict)  # task_info() of the task and its subtasks
+
+
+def task_info(results: dict[str, Any], name: str) -> dict[str, Any]:
+    """What lm-eval says of one evaluated task or group in ``simple_evaluate``'s results: its version
+    (``lm_eval_version``), few-shot examples (``n_shot``) and metric directions (``higher_is_better``)."""
+    info: dict[str, Any] = {"source": "lm-eval"}
+    for key, field_name in (("versions", "lm_eval_version"), ("n-shot", "n_shot")):
+        value = (results.get(key) or {}).get(name)
+        if value is not None:
+            info[field_name] = value
+    directions = (results.get("higher_is_better") or {}).get(name)
+    if isinstance(directions, dict):
+        info["higher_is_better"] = {str(k): v for k, v in directions.items() if isinstance(v, bool)}
+    return info
 
 
 _TASK_MANAGERS: dict[tuple, Any] = {}
@@ -257,7 +272,9 @@ class Harness:
             samples = {self.display_name(task, leaf): records_from_lm_eval(logged.get(leaf, [])) for leaf in leaves}
             if name in table and name not in leaves:  # a group: its subtasks' records pooled, too
                 samples[self.display_name(task, name)] = pooled_records(samples)
-        return HarnessRun(flatten_lm_eval_metrics(entry), count, seconds, entry, subtasks, samples)
+        info = {self.display_name(task, n): task_info(results, n) for n in dict.fromkeys([name, *nodes, *leaves])
+                if n in table or n in (results.get("versions") or {})}
+        return HarnessRun(flatten_lm_eval_metrics(entry), count, seconds, entry, subtasks, samples, info)
 
 
 def _descendants(results: dict[str, Any], name: str) -> list[str]:

@@ -35,7 +35,8 @@ class ProbeContext:
     edited model); a probe sets ``num_examples`` to report how many examples it scored, and may set
     ``records``: one ``{"doc_id": int, "<metric>": number, ...}`` per example, the mean of a column
     being the metric it returns. With ``eval.log_samples`` they are written like a harness task's
-    per-example records, so the report pairs the probe across sweep points (``paired.csv``).
+    per-example records, so the report pairs the probe across sweep points (``paired.csv``). ``info``:
+    what ``results.json``'s ``provenance.tasks`` records of the probe (e.g. ``{"n_shot": 5}``).
     """
 
     model: torch.nn.Module
@@ -47,6 +48,7 @@ class ProbeContext:
     cache: dict[str, Any] = field(default_factory=dict)
     num_examples: int | None = None
     records: list[dict[str, Any]] | None = None
+    info: dict[str, Any] | None = None  # what produced the scores (``n_shot``, ``lm_eval_version``...), for provenance
 
     @property
     def batch_size(self) -> int:

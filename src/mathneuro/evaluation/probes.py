@@ -28,6 +28,7 @@ from mathneuro.evaluation.answers import extract_integer
 from mathneuro.evaluation.config import ArithConfig, GenerationProbeConfig
 from mathneuro.evaluation.generation import greedy_generate
 from mathneuro.evaluation.likelihood import loglikelihoods, rolling_loglikelihoods
+from mathneuro.evaluation.samples import hash_doc, hash_text
 from mathneuro.evaluation.tasks import probe_data_dir
 
 MC_FILE = "multiple_choice.jsonl"
@@ -118,10 +119,12 @@ def score_arith(model: torch.nn.Module, tokenizer, cfg: ArithConfig, *, batch_si
                               max_new_tokens=cfg.max_new_tokens, stop=("\n",), batch_size=batch_size,
                               progress=progress, desc="arith")
     records = []
+    prefix = arith_prefix(examples)
     for i, (output, problem) in enumerate(zip(outputs, problems, strict=True)):
         answer = extract_integer(output)
         records.append({"doc_id": i, "exact_match": float(answer == problem.answer),
-                        "answer": "" if answer is None else str(answer), "target": str(problem.answer)})
+                        "answer": "" if answer is None else str(answer), "target": str(problem.answer),
+                        "doc_hash": hash_text(problem.prompt), "prompt_hash": hash_text(prefix + problem.prompt)})
     return records
 
 
@@ -180,9 +183,9 @@ def mc_prompt(question: str) -> str:
 
 def score_mc(model: torch.nn.Module, tokenizer, records: Sequence[dict], *, batch_size: int = 8,
              progress: bool = False) -> list[dict]:
-    """One record per question: ``{"doc_id", "acc", "acc_norm", "answer"}`` (``acc``: the highest
-    log-likelihood choice is right; ``acc_norm``: the same per byte of the choice; ``answer``: the
-    index of the ``acc`` choice)."""
+    """One record per question: ``{"doc_id", "acc", "acc_norm", "answer", "target", "doc_hash",
+    "prompt_hash"}`` (``acc``: the highest log-likelihood choice is right; ``acc_norm``: the same per
+    byte of the choice; ``answer``: the text of the ``acc`` choice, ``target`` that of the right one)."""
     requests, owners = [], []
     for i, r in enumerate(records):
         for choice in r["choices"]:
@@ -199,7 +202,8 @@ def score_mc(model: torch.nn.Module, tokenizer, records: Sequence[dict], *, batc
         pick = max(range(len(raw)), key=raw.__getitem__)
         pick_norm = max(range(len(norm)), key=norm.__getitem__)
         scored.append({"doc_id": i, "acc": float(pick == r["answer"]), "acc_norm": float(pick_norm == r["answer"]),
-                       "answer": str(pick)})
+                       "answer": str(r["choices"][pick]), "target": str(r["choices"][r["answer"]]),
+                       "doc_hash": hash_doc(r), "prompt_hash": hash_text(mc_prompt(r["question"]))})
     return scored
 
 

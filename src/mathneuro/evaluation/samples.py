@@ -9,6 +9,11 @@ and ``response`` the model's raw generation, so a metric's surprises can be read
 Metrics whose per-example value is not a number are left out (corpus-level scores such as BLEU), except a
 pair of numbers, kept as ``[a, b]``: a perplexity's ``(loglikelihood, words)``, from which the paired
 analysis computes the ratio of sums (:mod:`mathneuro.report.inference`).
+Every record also carries ``doc_hash`` and ``prompt_hash`` (sha256 of the document and of the full
+prompt the model saw, few-shot examples included: lm-eval's own hashes for harness tasks,
+:func:`hash_text` of the same for the probes) and ``target``; a multiple-choice record names the
+chosen and the correct choice by their text (``answer``, ``target``), not by index. The paired report
+refuses to pair two records of one example whose ``prompt_hash`` differ.
 Files: ``<dir>/<task>.jsonl``, one per evaluated task (each subtask of a group its own); a group
 also gets its pooled records (:func:`pooled_records`: every subtask's, tagged with ``subtask``), so
 that a group of many small subtasks (MMLU, a few questions per subject) can be compared as a whole.
@@ -16,6 +21,7 @@ that a group of many small subtasks (MMLU, a few questions per subject) can be c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -51,6 +57,55 @@ def _pair(value: Any) -> list[float] | None:
     return None
 
 
+def hash_text(text: str) -> str:
+    """sha256 hex of ``text`` (lm-eval's ``hash_string``), for ``doc_hash`` / ``prompt_hash``."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def hash_doc(doc: Any) -> str:
+    """:func:`hash_text` of a document as JSON (keys sorted, so the same document always hashes alike)."""
+    return hash_text(json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str))
+
+
+def _choices(sample: Mapping[str, Any]) -> list[str] | None:
+    """The continuations of a multiple-choice example (``(context, continuation)`` per request), else None."""
+    args = sample.get("arguments")
+    if not isinstance(args, list) or len(args) < 2:
+        return None
+    out = []
+    for arg in args:
+        if isinstance(arg, dict):  # lm-eval's saved form: {"arg_0": context, "arg_1": continuation}
+            arg = list(arg.values())
+        if not (isinstance(arg, (list, tuple)) and len(arg) == 2 and all(isinstance(a, str) for a in arg)):
+            return None
+        out.append(arg[1].strip())
+    return out
+
+
+def _mc_pick(sample: Mapping[str, Any], choices: list[str]) -> str | None:
+    """The text of the choice with the highest log-likelihood (``filtered_resps``: ``(ll, greedy)`` each)."""
+    resps = sample.get("filtered_resps")
+    if not isinstance(resps, list) or len(resps) != len(choices):
+        return None
+    scores = []
+    for resp in resps:
+        value = resp[0] if isinstance(resp, (list, tuple)) and resp else resp
+        number = _number(value)
+        if number is None:
+            return None
+        scores.append(number)
+    return choices[max(range(len(scores)), key=scores.__getitem__)]
+
+
+def _target(sample: Mapping[str, Any], choices: list[str] | None) -> Any:
+    target = sample.get("target")
+    if choices is not None and isinstance(target, int) and not isinstance(target, bool) and 0 <= target < len(choices):
+        return choices[target]
+    if target is None or isinstance(target, (str, int, float)):
+        return target
+    return json.dumps(target, ensure_ascii=False, default=str)
+
+
 def metric_name(metric: str, filter_key: str) -> str:
     """The flat metric name of lm-eval's (metric, filter): ``acc`` for the ``none`` filter, else ``metric,filter``."""
     return metric if filter_key == "none" else f"{metric},{filter_key}"
@@ -62,6 +117,16 @@ def records_from_lm_eval(logged: Iterable[Mapping[str, Any]]) -> list[dict[str, 
     for sample in logged:
         doc_id = int(sample["doc_id"])
         record = by_doc.setdefault(doc_id, {"doc_id": doc_id})
+        for key in ("doc_hash", "prompt_hash"):
+            if isinstance(sample.get(key), str):
+                record.setdefault(key, sample[key])
+        choices = _choices(sample)
+        if sample.get("target") is not None:
+            record.setdefault("target", _target(sample, choices))
+        if choices is not None:
+            pick = _mc_pick(sample, choices)
+            if pick is not None:
+                record.setdefault("answer", pick)
         filter_key = str(sample.get("filter", "none"))
         for metric in sample.get("metrics", []):
             value = _number(sample.get(metric))

@@ -1,9 +1,10 @@
-"""Hydra callbacks: before a multirun, check its method settings; when it ends, write its report and
-(logger on) log it to W&B."""
+"""Hydra callbacks: before a multirun, check its method settings; when it ends, write its report,
+(logger on) log it to the sweep's W&B report run, and print the sweep's status line."""
 
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from mathneuro.pipeline.errors import ConfigError, SweepRefused
-from mathneuro.pipeline.recording import WandbRun
 from mathneuro.pipeline.sweep_check import check_multirun
+from mathneuro.pipeline.sweep_status import status_line
 
 log = logging.getLogger("mathneuro")
 
@@ -28,20 +29,23 @@ class MethodSettingsCheck(Callback):
 
 
 class SweepReport(Callback):
-    """Writes ``<sweep dir>/report/`` (CSV, markdown, figures) after every multirun; never fails the sweep.
+    """Writes ``<sweep dir>/report/`` (CSV, markdown, figures) after every multirun, logs it to the sweep's
+    one W&B report run (logger on) and prints the sweep's status line; never fails the sweep.
 
     ``echo``: also print the scores and paired differences (:func:`mathneuro.report.console.console_report`);
     set by ``hydra.callbacks.sweep_report.echo=true`` (``experiment=demo`` does)."""
 
     def __init__(self, echo: bool = False) -> None:
         self.echo = echo
+        self.started: float | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.started = time.time()
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from mathneuro.report import (  # deferred: matplotlib, at sweep end only
-            log_report_to_wandb,
-            write_report,
-        )
+        from mathneuro.report import write_report  # deferred: matplotlib, at sweep end only
         from mathneuro.report.console import console_report  # deferred: the report package loads matplotlib
+        from mathneuro.report.wandb_run import log_report_run  # deferred: as above
 
         sweep = Path(config.hydra.sweep.dir)
         settings = config.get("report") or {}  # report.margin, report.families: paired.csv's verdicts
@@ -49,15 +53,13 @@ class SweepReport(Callback):
             report = write_report(sweep, margin=settings.get("margin"), families=list(settings.get("families") or []))
         except Exception as exc:  # a report is a convenience: the sweep's results are already on disk
             log.warning("sweep report not written: %s", exc)
+            print(status_line(sweep, self.started, None))
             return
         log.info("sweep report: %s", sweep / "report")
         if self.echo:
             print(console_report(report))
         logger = config.get("logger", {})
         if logger.get("name") == "wandb" and logger.get("log_report", True):
-            run = WandbRun(True, init_timeout=logger.get("init_timeout", 30.0), project=logger.get("project"),
-                           entity=logger.get("entity"), mode=logger.get("mode"), group=sweep.name, job_type="report",
-                           name=f"report-{sweep.name}", dir=str(sweep / "report"))
-            if run.run is not None:
-                log_report_to_wandb(report, run.run)
-            run.finish()
+            experiment = (config.hydra.runtime.choices or {}).get("experiment")
+            log_report_run(report, sweep, logger, experiment)
+        print(status_line(sweep, self.started, sweep / "report"))

@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -27,6 +28,8 @@ from omegaconf import DictConfig, OmegaConf
 from mathneuro.pipeline.config import ConfigError, register_configs
 from mathneuro.pipeline.errors import SweepRefused, debug_requested, raise_on_sigterm, user_error
 from mathneuro.pipeline.runner import run_point
+from mathneuro.pipeline.sweep_status import failed_sweep_line
+from mathneuro.pipeline.wandb_layout import swept_values
 from mathneuro.util.signals import checkpoint_on_sigterm
 
 log = logging.getLogger("mathneuro")
@@ -99,6 +102,7 @@ def format_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+_SWEEP_DIR: list[str] = []  # a multirun's folder, as its first job saw it (for the status line of a failed sweep)
 _TASK_ERRORS: list[BaseException] = []  # what points raised: an OSError not among them came from Hydra's setup
 _DEBUG = False  # MATHNEURO_DEBUG=1 or HYDRA_FULL_ERROR=1 as the user set it
 
@@ -118,15 +122,16 @@ def _task(cfg: DictConfig) -> float:
     output_dir = hc.runtime.output_dir
     if os.environ.get("SUBMITIT_EXECUTOR"):  # a submitit job: SIGTERM (requeue, preemption) saves progress first
         checkpoint_on_sigterm()
-    if hc.mode == RunMode.MULTIRUN:
-        group = Path(hc.sweep.dir).name
-    else:
-        group = Path(output_dir).name
-    tags = [f"{k}:{v}" for k, v in hc.runtime.choices.items() if not k.startswith("hydra") and v is not None]
+    multirun = hc.mode == RunMode.MULTIRUN
+    if multirun and not _SWEEP_DIR:
+        _SWEEP_DIR.append(str(hc.sweep.dir))
+    experiment = hc.runtime.choices.get("experiment")
+    layout = {"experiment": experiment, "sweep_dir": str(hc.sweep.dir) if multirun else None,
+              "extras": swept_values(hc.sweep.dir, list(hc.overrides.task)) if multirun else {}}
     try:
         resolved = OmegaConf.to_container(cfg, resolve=True)
-        results = run_point(OmegaConf.to_object(cfg), output_dir, resolved_config=resolved, group=group, tags=tags,
-                            overrides=list(hc.overrides.task), in_sweep=hc.mode == RunMode.MULTIRUN)
+        results = run_point(OmegaConf.to_object(cfg), output_dir, resolved_config=resolved, layout=layout,
+                            overrides=list(hc.overrides.task), in_sweep=multirun)
     except (ConfigError, OmegaConfBaseException) as exc:
         line = user_error(exc)
         if line is None:
@@ -172,6 +177,7 @@ def main() -> None:
     # Hydra re-raises instead of printing its multi-line report; we print one line (or the traceback).
     os.environ["HYDRA_FULL_ERROR"] = "1"
     raise_on_sigterm()
+    started = time.time()
     try:
         hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_task)()
     except SweepRefused as exc:  # a multirun refused before any job (pipeline.sweep_check)
@@ -186,6 +192,8 @@ def main() -> None:
         sys.exit(128 + signum)
     except Exception as exc:
         from_point = any(exc is e for e in _TASK_ERRORS)
+        if from_point and _SWEEP_DIR:  # Hydra stops a sweep whose point failed before its end callbacks
+            print(failed_sweep_line(_SWEEP_DIR[0], started), file=sys.stderr)
         line = user_error(exc) if not (from_point and isinstance(exc, OSError)) else None
         if line is None:
             raise

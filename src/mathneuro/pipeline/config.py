@@ -64,6 +64,10 @@ class LoggerConfig:
     tags: list[str] = field(default_factory=list)
     log_report: bool = True
     init_timeout: float = 30.0  # seconds an online run may take to start; then the point logs offline
+    group: Optional[str] = None  # the W&B group of every point and the report; default: <experiment|sweep>-<date>_<time>
+    run_name: Optional[str] = None  # a template over the point's fields, e.g. "{method} K={K} s={scalar}"; default: short
+    verbose: bool = False  # W&B's own banners and hints (off: mathneuro.log says where each run went)
+    artifacts: bool = True  # log the selection (saving selection.safetensors), results and an exported model
 
 
 @dataclass
@@ -156,6 +160,14 @@ def _check(cfg: Any) -> None:
     _allowed("logger.mode", cfg.logger.mode, WANDB_MODES)
     if not cfg.logger.init_timeout > 0:
         raise ConfigError(f"logger.init_timeout: must be > 0 seconds, got {cfg.logger.init_timeout!r}")
+    if cfg.logger.run_name:
+        fields = ("model", "task", "filter", "method", "top_k", "K", "intervention", "scalar", "seed", "num_samples",
+                  "reference", "share")
+        try:
+            str(cfg.logger.run_name).format(**{k: "" for k in fields})
+        except (KeyError, IndexError, ValueError) as err:
+            raise ConfigError(f"logger.run_name: {cfg.logger.run_name!r} names an unknown field ({err}); "
+                              f"fields: {', '.join(fields)}") from None
     if cfg.report.margin is not None and not cfg.report.margin > 0:
         raise ConfigError(f"report.margin: must be > 0, got {cfg.report.margin}")
     for spec in cfg.report.families:

@@ -31,10 +31,12 @@ class WandbRun:
     made offline instead (``wandb sync`` uploads it later) and so is every later one in this process.
     """
 
-    def __init__(self, enabled: bool, init_timeout: float = DEFAULT_INIT_TIMEOUT, **init_kwargs: Any):
+    def __init__(self, enabled: bool, init_timeout: float = DEFAULT_INIT_TIMEOUT, verbose: bool = False,
+                 **init_kwargs: Any):
         global _online_unavailable
         self.run = None
         self.offline_fallback = False
+        self.verbose = verbose  # W&B's own banners and hints (off: the run's folder is logged once, by us)
         if not enabled:
             return
         if os.environ.get("WANDB_DIR"):
@@ -45,7 +47,7 @@ class WandbRun:
                         _online_unavailable)
             init_kwargs["mode"], self.offline_fallback = "offline", True
         try:
-            self.run = self._init(init_timeout, init_kwargs)
+            self.run = self._init(init_timeout, init_kwargs, verbose)
         except Exception as exc:  # W&B must never kill an experiment
             reason = " ".join(str(exc).split("Consider increasing")[0].split())[:300] or type(exc).__name__
             if not online or self.offline_fallback:
@@ -57,7 +59,7 @@ class WandbRun:
             init_kwargs.pop("resume", None)  # the failed online start keeps its run id: the fallback gets its own
             init_kwargs.pop("id", None)
             try:
-                self.run = self._init(init_timeout, init_kwargs)
+                self.run = self._init(init_timeout, init_kwargs, verbose)
             except Exception as exc2:
                 warnings.warn(f"W&B disabled for this run: {exc2}", stacklevel=2)
                 return
@@ -66,12 +68,21 @@ class WandbRun:
                         reason, Path(self.run.dir).parent)
 
     @staticmethod
-    def _init(init_timeout: float, init_kwargs: dict[str, Any]):
+    def _init(init_timeout: float, init_kwargs: dict[str, Any], verbose: bool = False):
         import wandb
 
         kwargs = dict(init_kwargs)
-        kwargs.setdefault("settings", wandb.Settings(quiet=True, init_timeout=float(init_timeout)))
+        quiet = {} if verbose else {"silent": True}  # quiet=True still prints three lines per run
+        kwargs.setdefault("settings", wandb.Settings(init_timeout=float(init_timeout), **quiet))
         return wandb.init(reinit="finish_previous", **kwargs)
+
+    @property
+    def where(self) -> str | None:
+        """Where the run went: its folder (offline) or its URL (online); None without a run."""
+        if self.run is None:
+            return None
+        url = getattr(self.run, "url", None) if not self.run.offline else None
+        return url or str(Path(self.run.dir).parent)
 
     def _safe(self, what: str, fn) -> None:
         if self.run is None:
@@ -83,10 +94,37 @@ class WandbRun:
 
     def summary(self, values: dict[str, Any]) -> None:
         """Set summary metrics (stable names, e.g. ``math/gsm8k/exact_match``)."""
+        self._safe("summary", lambda: self.run.summary.update(values))
+
+    def config(self, values: dict[str, Any]) -> None:
+        """Add to (or change) the run's config."""
+        self._safe("config", lambda: self.run.config.update(values, allow_val_change=True))
+
+    def log(self, values: dict[str, Any]) -> None:
+        """Log one history row."""
+        self._safe("log", lambda: self.run.log(values))
+
+    def define_metrics(self, directions: dict[str, str]) -> None:
+        """``define_metric`` per name, its summary the best value: ``max`` for ``"up"``, ``min`` for ``"down"``."""
         def _do():
-            for key, value in values.items():
-                self.run.summary[key] = value
-        self._safe("summary", _do)
+            for name, direction in directions.items():
+                self.run.define_metric(name, summary="max" if direction == "up" else "min")
+        self._safe("define_metric", _do)
+
+    def artifact(self, name: str, kind: str, metadata: dict[str, Any], files: dict[str, Path],
+                 reference: Path | None = None) -> None:
+        """Log an artifact of type ``kind``: ``files`` (name in the artifact -> path; read when the run
+        syncs, not copied) and, for large folders (an exported model), a ``file://`` reference."""
+        def _do():
+            import wandb
+
+            art = wandb.Artifact(name, type=kind, metadata=metadata)
+            for inside, path in files.items():
+                art.add_file(str(path), name=inside, policy="immutable")
+            if reference is not None:
+                art.add_reference(Path(reference).resolve().as_uri(), name=Path(reference).name)
+            self.run.log_artifact(art)
+        self._safe(f"artifact {name}", _do)
 
     def table(self, key: str, columns: list[str], rows: list[list[Any]]) -> None:
         """Log a table (e.g. per-layer counts of the selection)."""

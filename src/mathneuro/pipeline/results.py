@@ -63,7 +63,9 @@ class PointResult:
     ``resumed``: what later attempts read back from earlier ones (statistics batches, evaluated tasks);
     ``drafting``: what drafted greedy decoding did while the edit was evaluated (``requests``,
     ``requests_drafted``, ``tokens_generated``, ``tokens_drafted``, ``tokens_accepted``, ``passes``;
-    :class:`~mathneuro.evaluation.drafts.DraftCounts`).
+    :class:`~mathneuro.evaluation.drafts.DraftCounts`); ``provenance``: the code that made the numbers
+    (version, git commit and dirty flag, library versions, each task's lm-eval version, n-shot and
+    metric directions; :mod:`~mathneuro.pipeline.provenance`).
     """
 
     status: str = "complete"
@@ -85,6 +87,7 @@ class PointResult:
     attempts: int | None = None  # attempts this point took (1: done at the first); absent in old results
     resumed: dict[str, Any] | None = None  # {"statistics": [..], "baseline_tasks": [..], "edited_tasks": [..]} read back from earlier attempts; absent if none
     drafting: dict[str, int] | None = None  # greedy decoding of the edit: requests, tokens drafted/accepted, passes
+    provenance: dict[str, Any] | None = None  # {"version", "git", "packages", "tasks"}; absent in old results
     extra: dict[str, Any] = field(default_factory=dict)  # fields this version does not know, kept as they are
 
     @property
@@ -103,7 +106,7 @@ class PointResult:
             del data["samples"]  # written only by runs that log per-example records
         if data["statistics"] is None:
             del data["statistics"]  # results written before statistics sources were recorded
-        for name in ("hardware", "cluster", "attempts", "resumed", "drafting"):  # absent: older results, or nothing to say
+        for name in ("hardware", "cluster", "attempts", "resumed", "drafting", "provenance"):  # absent: older results, or nothing to say
             if data[name] is None:
                 del data[name]
         return {**data, **self.extra}
@@ -118,8 +121,9 @@ class PointResult:
 
     def row(self, job: str | None = None) -> dict[str, Any]:
         """One flat row: point fields, ``job``, ``objective``, ``selection/<number>``, every metric, the
-        baseline metrics as ``baseline/<m>``, relative changes ``delta/<m>`` = (after - before) / before
-        (only where before is a non-zero number), and ``per_layer/<block>`` / ``per_module/<type>``."""
+        baseline metrics as ``baseline/<m>``, absolute differences ``diff/<m>`` = after - before, relative
+        changes ``rel_change/<m>`` = (after - before) / before (only where before is a non-zero number;
+        neither for standard errors), and ``per_layer/<block>`` / ``per_module/<type>``."""
         row: dict[str, Any] = dict(self.point)
         if job is not None:
             row["job"] = job
@@ -136,8 +140,10 @@ class PointResult:
             before = self.baseline_metrics.get(name)
             if "_stderr" in name.rsplit("/", 1)[-1]:
                 continue  # a relative change of a standard error means nothing
-            if _is_number(after) and _is_number(before) and before != 0:
-                row[f"delta/{name}"] = (after - before) / before
+            if _is_number(after) and _is_number(before):
+                row[f"diff/{name}"] = after - before
+                if before != 0:
+                    row[f"rel_change/{name}"] = (after - before) / before
         for key, count in self.per_layer.items():
             row[f"per_layer/{key}"] = count
         for key, count in (self.selection.get("per_module") or {}).items():

@@ -16,7 +16,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from mathneuro import __version__
 from mathneuro.edit.export import export_edited_model
 from mathneuro.edit.intervention import apply_intervention
 from mathneuro.evaluation.generation import generation_eos_ids
@@ -41,8 +40,10 @@ from mathneuro.pipeline.preflight import (
     check_writable_dir,
     refuse_empty_selection,
 )
+from mathneuro.pipeline.provenance import package_versions, provenance
 from mathneuro.pipeline.recording import WandbRun
 from mathneuro.pipeline.results import RESULTS_FILE, PointResult, read_complete_results
+from mathneuro.pipeline.wandb_point import log_point, point_layout
 from mathneuro.pipeline.workbench import Samples, Workbench, _plain, get_workbench, prepare_samples  # noqa: F401
 from mathneuro.util.locking import FileLock, LockTimeout
 from mathneuro.util.peak_memory import reset_peak_memory
@@ -53,15 +54,7 @@ RUNNING_STALE_AFTER = 300.0  # seconds without a heartbeat after which a killed 
 
 
 def _versions() -> dict[str, str]:
-    import importlib.metadata as md
-
-    out = {"mathneuro": __version__}
-    for pkg in ("torch", "transformers", "lm_eval", "hydra-core", "wandb", "datasets"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            pass
-    return out
+    return {k: v for k, v in package_versions().items() if k != "python"}
 
 
 def stale_reason(done: dict, cfg: Config) -> str | None:
@@ -87,7 +80,7 @@ def ignored_settings(cfg: Config, spec: MethodSpec, overrides: Sequence[str], in
 
 def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | None = None,
               group: str | None = None, tags: list[str] | None = None, overrides: Sequence[str] = (),
-              in_sweep: bool = False) -> dict:
+              in_sweep: bool = False, layout: dict | None = None) -> dict:
     """Run one sweep point and write ``<output_dir>/results.json``; return the results.
 
     ``cfg`` is a :class:`Config` (dataclass instances, e.g. ``OmegaConf.to_object`` of the Hydra
@@ -95,6 +88,8 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     Bad values raise :class:`ConfigError` before any model loads; so does a ``method.<setting>`` the
     method lacks, unless ``in_sweep`` (the point is one of a sweep across methods): then it is
     recorded as ignored. ``overrides``: the command line's overrides (which settings were given).
+    ``group``, ``tags``, ``layout``: the W&B run's group, more tags, and what the CLI knows of the sweep
+    (:func:`~mathneuro.pipeline.wandb_point.point_layout`).
     """
     t_start = time.perf_counter()
     validate(cfg)
@@ -135,13 +130,25 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
         point = Point(cfg, spec, output_dir)  # its model loads in the body, timed as a stage
         attempts = Attempts(output_dir)
         attempts.start()  # a second one and up: an earlier attempt was cut short (a timeout, a preemption)
-        return _run_claimed_point(point, config_dict, group, tags, t_start, ignored, attempts)
+        return _run_claimed_point(point, config_dict, point_layout(cfg, point_summary(cfg, spec), output_dir,
+                                                                   group=group, tags=tags, layout=layout),
+                                  t_start, ignored, attempts)
     finally:
         claim.release()
 
 
-def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags: list[str] | None,
-                       t_start: float, ignored: list[str], attempts: Attempts) -> dict:
+def _evaluate_baseline(point: Point, samples_dir) -> dict[str, float]:
+    """The unedited model's metrics (evaluated, or read from the cache), its evaluation lines so labelled."""
+    evaluator = point.evaluator
+    evaluator.label, calls = "unedited model", evaluator.calls
+    metrics = point.bench.baseline(point.cfg.eval, samples_dir)
+    log.info("unedited model: %s", "evaluated" if evaluator.calls > calls else
+             "metrics read from the cache (evaluated once per model and eval config)")
+    return metrics
+
+
+def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: float, ignored: list[str],
+                       attempts: Attempts) -> dict:
     """The body of :func:`run_point`, run while this process holds the point's claim."""
     cfg, spec, output_dir = point.cfg, point.spec, point.output_dir
     with point.stage("data"):
@@ -151,12 +158,15 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
 
     summary_point = point_summary(cfg, spec)
     wandb_run = WandbRun(
-        cfg.logger.name == "wandb", init_timeout=cfg.logger.init_timeout, project=cfg.logger.project,
-        entity=cfg.logger.entity, mode=cfg.logger.mode,
-        group=group, job_type=cfg.method.name, tags=(tags or []) + list(cfg.logger.tags),
-        config={**config_dict, "point": summary_point}, dir=str(output_dir), name=output_dir.name,
+        cfg.logger.name == "wandb", init_timeout=cfg.logger.init_timeout, verbose=cfg.logger.verbose,
+        project=cfg.logger.project, entity=cfg.logger.entity, mode=cfg.logger.mode,
+        group=layout["group"], job_type=layout["job_type"], tags=layout["tags"], name=layout["name"],
+        config={**config_dict, "point": summary_point, "provenance": provenance()}, dir=str(output_dir),
         id=attempts.run_id(), resume="allow",  # every attempt at the point logs into one W&B run
     )
+    if wandb_run.run is not None:
+        log.info("W&B run %r (id %s, group %s): %s", layout["name"], wandb_run.run.id, layout["group"],
+                 wandb_run.where)
     failed, interrupted = True, False
     try:
         with point.stage("load_model"):
@@ -177,6 +187,11 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
         with point.stage("identification"):
             selection, stats_keys = point.select()
         stats_used = list(bench.used)  # where each entry came from: computed/memory/disk/waited
+        for entry in stats_used:
+            log.info("statistics %s/%s: %s", entry.get("dataset"), entry.get("kind"), {
+                "computed": "computed", "memory": "read from memory (an earlier point of this process)",
+                "disk": "read from the cache", "waited": "read from the cache (computed by another process)",
+            }.get(str(entry.get("source")), entry.get("source")))
         if selection.num_selected() == 0:  # editing nothing is never worth an evaluation
             refuse_empty_selection(cfg, spec, lambda k: point.select(top_k=k, progress=False)[0].num_selected(),
                                    point.target_shapes)
@@ -193,9 +208,11 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
                          "evaluating the edit first", holder.get("host"), holder.get("pid"))
             else:
                 with point.stage("baseline_evaluation"):
-                    baseline = bench.baseline(cfg.eval, baseline_samples)
+                    baseline = _evaluate_baseline(point, baseline_samples)
                 attempts.note("baseline_tasks", list(bench.baseline_kept))
         summary = point.selection_summary(selection)
+        log.info("selection: %s of %s scored entries (%.4g%% of the model's parameters)", summary.get("num_selected"),
+                 summary.get("num_scored"), 100 * (summary.get("fraction_of_model") or 0))
 
         metrics: dict[str, float] = {}
         drafting = None
@@ -211,6 +228,8 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
                                                           generation_eos_ids(bench.model), selection,
                                                           cfg.intervention.scalar, cfg.eval.log_samples))
                 drafts_before = bench.draft_store().counts.copy()
+                point.evaluator.label = "edited model"
+                log.info("evaluating the edited model")
                 with point.stage("evaluation"):
                     metrics = point.evaluator.evaluate(store)  # finished tasks kept for a next attempt
                 drafting = bench.draft_store().counts.since(drafts_before).as_dict()  # tokens drafted, accepted
@@ -220,10 +239,11 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
                                   point.evaluator.last_sample_kinds)
         if baseline_later:
             with point.stage("baseline_evaluation"):
-                baseline = bench.baseline(cfg.eval, baseline_samples)
+                baseline = _evaluate_baseline(point, baseline_samples)
             attempts.note("baseline_tasks", list(bench.baseline_kept))
-        if cfg.save_selection:
+        if cfg.save_selection or wandb_run.run is not None and cfg.logger.artifacts:  # W&B's selection artifact
             selection.save(output_dir / "selection.safetensors")
+        if cfg.save_selection:
             for suffix, extra in point.extra_selections().items():  # e.g. MathNeuro's math top-K set
                 extra.save(output_dir / f"selection_{suffix}.safetensors")
         point.timings["total"] = round(time.perf_counter() - t_start, 3)
@@ -234,19 +254,20 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
             versions=_versions(), objective=objective_value(cfg, metrics, baseline),
             hardware=describe_hardware(bench.model), cluster=cluster_info(), attempts=attempts.count,
             resumed=attempts.resumed(), drafting=drafting,
+            provenance=provenance(point.evaluator.last_task_info if evaluate else {}),
         )
         record.extra["method_facts"] = spec.facts()
         if ignored:
             record.extra["ignored_settings"] = ignored
+        if wandb_run.run is not None:  # which W&B run holds this point (the report updates it online)
+            record.extra["wandb"] = {"id": wandb_run.run.id, "project": cfg.logger.project, "entity": cfg.logger.entity,
+                                     "group": layout["group"], "name": layout["name"], "mode": cfg.logger.mode}
         if evaluate and cfg.eval.log_samples:
             record.samples = samples_summary(output_dir, baseline_samples, point.evaluator.last_sample_kinds)
         results = record.to_json()
         record.write(output_dir / RESULTS_FILE)
         clear_attempts(output_dir)  # the point is done: its attempt count and kept partial results go
-        wandb_run.summary({k: v for k, v in record.row().items() if isinstance(v, (int, float))}
-                          | {f"time/{k}": v for k, v in point.timings.items()})
-        wandb_run.table("selection/per_layer", ["layer", "count"],
-                        [[k, v] for k, v in summary["per_layer"].items()])
+        log_point(wandb_run, record, output_dir, layout)
         failed = False
         return results
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, SIGTERM, a submitit timeout: say so to W&B

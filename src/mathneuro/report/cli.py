@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mathneuro.report import log_report_to_wandb, plot_overlap_heatmap, write_report
+from mathneuro.report import plot_overlap_heatmap, write_report
 from mathneuro.report.inference import parse_family
 from mathneuro.report.overlap import (
     count_entries,
@@ -19,6 +19,7 @@ from mathneuro.report.overlap import (
     per_module_counts,
     sort_layer_keys,
 )
+from mathneuro.report.wandb_run import log_report_run, sweep_logger
 
 EXIT_USAGE = 2
 
@@ -44,7 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a named family of paired rows whose decisions are Holm-adjusted: NAME or "
                              "NAME:key=value[|value][,key=value], e.g. as_random:reference=random,side=nonmath "
                              "(repeatable; a row joins the first family it matches)")
-    parser.add_argument("--wandb-project", default=None, help="also log figures and tables to this W&B project")
+    parser.add_argument("--wandb-project", default=None, help="also log figures, tables and paired differences to this W&B project, into the "
+                             "sweep's one report run (resumed: same id and group as the sweep's points)")
     parser.add_argument("--wandb-mode", default=None, choices=["online", "offline", "disabled"],
                         help="W&B mode for --wandb-project (default: W&B's own)")
     args = parser.parse_args(argv)
@@ -75,19 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  paired: {note}")
     for path in report["figures"].values():
         print(f"wrote {path}")
-    if args.wandb_project:
-        try:
-            import wandb
-
-            run = wandb.init(project=args.wandb_project, job_type="report", group=sweep.resolve().name,
-                             name=f"report-{sweep.resolve().name}", mode=args.wandb_mode)
-        except Exception as err:  # noqa: BLE001 - the files are written; W&B is a bonus
-            print(f"warning: W&B init failed, nothing logged: {err}", file=sys.stderr)
-        else:
-            try:
-                log_report_to_wandb(report, run)
-            finally:
-                run.finish()
+    if args.wandb_project:  # the sweep's own report run (same id and group), resumed
+        logger = {**sweep_logger(sweep), "project": args.wandb_project, "mode": args.wandb_mode}
+        if log_report_run(report, sweep.resolve(), logger) is None:
+            print("warning: W&B run could not start, nothing logged", file=sys.stderr)
     return 0
 
 

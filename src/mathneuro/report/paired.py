@@ -54,6 +54,7 @@ from mathneuro.report.inference import (
     paired_arrays,
     paired_bootstrap,
 )
+from mathneuro.report.prompt_check import prompt_clash
 from mathneuro.report.references import (  # noqa: F401 (public here before 0.2)
     facts_of,
     missing_own_size_references,
@@ -113,12 +114,16 @@ class PointRecords:
     tasks: dict[str, str]  # task -> side (math / nonmath / "")
     _cache: dict = field(default_factory=dict)
 
+    def path(self, name: str, *, baseline: bool = False) -> Path | None:
+        """The records file of task ``name`` (the baseline's with ``baseline=True``); None without a folder."""
+        folder = self.baseline_dir if baseline else self.samples_dir
+        return None if folder is None else folder / f"{name}.jsonl"
+
     def task(self, name: str, *, baseline: bool = False) -> dict[int, dict[str, float]] | None:
         """Records of task ``name`` (the baseline's with ``baseline=True``); None when absent."""
-        folder = self.baseline_dir if baseline else self.samples_dir
-        if folder is None:
+        path = self.path(name, baseline=baseline)
+        if path is None:
             return None
-        path = folder / f"{name}.jsonl"
         if path not in self._cache:
             self._cache[path] = read_records(path) if path.is_file() else None
         return self._cache[path]
@@ -297,10 +302,17 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
             theirs = recs.task(task, baseline=True) if ref is None else ref.task(task)
             if mine is None or theirs is None:
                 continue
+            clash = prompt_clash(task, recs.path(task), recs.path(task, baseline=True) if ref is None else ref.path(task),
+                                 _job(recs.result), "the unedited model" if ref is None else _job(ref.result))
+            if clash:  # never pair different prompts: the whole task against this reference is refused
+                notes.append(clash)
+                edited = None
+                break
             edited.append(mine)
             refs.append(theirs)
         if not edited:
-            notes.append(f"{label}: no {reference} records of task {task}; not compared")
+            if edited is not None:
+                notes.append(f"{label}: no {reference} records of task {task}; not compared")
             continue
         metrics = sorted({m for recs in edited + refs for doc in recs.values() for m in doc})
         for metric in metrics:

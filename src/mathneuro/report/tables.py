@@ -33,7 +33,7 @@ def metric_names(rows: Iterable[Mapping], *, include_stderr: bool = False) -> li
 
 def columns_of(rows: Sequence[Mapping]) -> list[str]:
     """Every column of ``rows`` in a stable, readable order: point, job, selection, metrics,
-    baselines, deltas, per-layer, per-module, then anything else."""
+    baselines, absolute and relative changes, per-layer, per-module, then anything else."""
     seen: dict[str, None] = {}
     for row in rows:
         for key in row:
@@ -43,7 +43,7 @@ def columns_of(rows: Sequence[Mapping]) -> list[str]:
     ordered = [k for k in POINT_FIELDS if k in seen] + point_extra
     ordered += [k for k in ("job", "objective") if k in seen] + [k for k in SELECTION_COLUMNS if k in seen]
     ordered += metric_names(rows, include_stderr=True)
-    for prefix in ("baseline/", "delta/"):
+    for prefix in ("baseline/", "diff/", "rel_change/"):
         ordered += sorted((k for k in keys if k.startswith(prefix)), key=lambda n: (not n[len(prefix):].startswith("math/"), n))
     layer_keys = [k for k in keys if k.startswith("per_layer/")]
     ordered += ["per_layer/" + k for k in sort_layer_keys(k[len("per_layer/") :] for k in layer_keys)]

@@ -1,4 +1,5 @@
-"""Logging a sweep report to W&B: figures as images, points and comparison as tables."""
+"""Logging a sweep report to W&B: figures as images, points and comparison as tables, paired differences
+as plottable history rows (one per compared point, K as the x-axis)."""
 
 from __future__ import annotations
 
@@ -22,18 +23,19 @@ def _cell(value: Any) -> Any:
 
 def wandb_table_columns(rows: Sequence[Mapping], metrics: Sequence[str]) -> list[str]:
     """Key columns first (method, filter, top_k, scalar, seed, …), then selection numbers, metrics,
-    baselines and deltas of those metrics."""
+    baselines, absolute and relative changes of those metrics."""
     keys = [c for c in WANDB_KEY_COLUMNS if any(c in r for r in rows)]
     keys += [c for c in ("objective", *SELECTION_COLUMNS) if any(c in r for r in rows)]
     for m in metrics:
-        keys += [c for c in (m, f"baseline/{m}", f"delta/{m}") if any(c in r for r in rows)]
+        keys += [c for c in (m, f"baseline/{m}", f"diff/{m}", f"rel_change/{m}") if any(c in r for r in rows)]
     return keys
 
 
 def log_report_to_wandb(report: Mapping, run: Any) -> None:
     """Log a :func:`write_report` result to a W&B run: each figure as ``report/<name>`` image, the
-    points as table ``report/points``, the over-seed comparison as ``report/comparison`` and the
-    paired differences as ``report/paired``.
+    points as table ``report/points``, the over-seed comparison as ``report/comparison``, the
+    paired differences as ``report/paired`` and as one history row per compared point
+    (:func:`paired_history`).
 
     No-op if wandb is not importable or ``run`` is None; any W&B error becomes a warning."""
     if run is None:
@@ -61,9 +63,78 @@ def log_report_to_wandb(report: Mapping, run: Any) -> None:
                                                                         for r in report["paired"]])
         if payload:
             run.log(payload)
+        if report.get("paired"):
+            log_paired_history(report["paired"], run)
         summary = getattr(run, "summary", None)
         if summary is not None:
             summary["report/complete_points"] = len(rows)
             summary["report/missing_points"] = len(report.get("missing") or [])
     except Exception as err:  # noqa: BLE001 - reporting must never break the caller
         warnings.warn(f"W&B logging of the report failed: {err}", stacklevel=2)
+
+
+#: The point fields of a paired row that identify the compared point (one history row each).
+PAIRED_POINT = ("method", "model", "filter", "intervention", "num_samples", "scalar", "top_k")
+
+
+def paired_history(paired: Sequence[Mapping]) -> list[dict[str, Any]]:
+    """One history row per compared point (its seeds pooled): ``method``, ``K`` (= ``top_k``), ``scalar``,
+    ``model``, ``filter``, ``intervention``, ``num_samples``, ``seeds`` and, per reference, task and
+    metric, ``paired/<series>/vs_<reference>/<task>/<metric>`` (the paired difference) with ``…/ci_low``
+    and ``…/ci_high`` (its interval). ``<series>`` is the method, then each other field that varies in
+    the sweep (``s=1.1``, ``filter=race``...), so one key is one line over K: a W&B line plot of a key
+    (its x-axis K, set by ``define_metric``) is the K plot, several keys in one plot compare the lines."""
+    varying = [f for f in PAIRED_POINT[1:-1] if len({json.dumps(r.get(f), default=str) for r in paired}) > 1]
+    short = {"scalar": "s", "num_samples": "N"}
+    rows: dict[tuple, dict[str, Any]] = {}
+    for r in paired:
+        key = tuple(json.dumps(r.get(f), default=str) for f in PAIRED_POINT)
+        row = rows.setdefault(key, {**{f: r.get(f) for f in PAIRED_POINT}, "K": r.get("top_k"), "seeds": r.get("seeds")})
+        series = "/".join([str(r.get("method")), *(f"{short.get(f, f)}={r.get(f)}" for f in varying)])
+        name = f"paired/{series}/vs_{r.get('reference')}/{r.get('task')}/{r.get('metric')}"
+        for suffix, col in (("", "diff"), ("/ci_low", "ci_low"), ("/ci_high", "ci_high")):
+            if isinstance(r.get(col), (int, float)):
+                row[name + suffix] = r[col]
+
+    def order(row: Mapping) -> tuple:
+        return (str(row.get("method")), str(row.get("model")), str(row.get("filter")), str(row.get("intervention")),
+                str(row.get("num_samples")), float(row.get("scalar") or 0), float(row.get("top_k") or 0))
+
+    return sorted(rows.values(), key=order)
+
+
+def log_paired_history(paired: Sequence[Mapping], run: Any) -> int:
+    """Log :func:`paired_history` to ``run`` (K as the x-axis of every ``paired/*`` key); the rows logged."""
+    rows = paired_history(paired)
+    if not rows:
+        return 0
+    run.define_metric("K")
+    run.define_metric("paired/*", step_metric="K")
+    for row in rows:
+        run.log({k: v for k, v in row.items() if v is not None})
+    return len(rows)
+
+
+def update_point_summaries(results: Sequence[Mapping], paired: Sequence[Mapping]) -> int:
+    """Online runs only: add each point's paired differences (``paired/vs_<reference>/<task>/<metric>``,
+    ``…/ci_low``, ``…/ci_high``) to its own W&B run's summary, through the W&B API. Returns how many
+    runs were updated; offline points (``results["wandb"]["mode"] != "online"``) are left as they are."""
+    online = [r for r in results if (r.get("wandb") or {}).get("mode") == "online" and (r.get("wandb") or {}).get("id")]
+    if not online or not paired:
+        return 0
+    import wandb
+
+    api = wandb.Api()
+    updated = 0
+    for result in online:
+        point, info = result.get("point") or {}, result["wandb"]
+        values = {}
+        for r in paired:
+            if all(json.dumps(r.get(f), default=str) == json.dumps(point.get(f), default=str) for f in PAIRED_POINT):
+                name = f"paired/vs_{r.get('reference')}/{r.get('task')}/{r.get('metric')}"
+                values.update({name: r.get("diff"), f"{name}/ci_low": r.get("ci_low"), f"{name}/ci_high": r.get("ci_high")})
+        if values:
+            entity = info.get("entity") or api.default_entity
+            api.run(f"{entity}/{info.get('project')}/{info['id']}").summary.update(values)
+            updated += 1
+    return updated

@@ -1,0 +1,63 @@
+"""The one line a sweep ends with: how many points completed, were skipped as already done, or failed.
+
+A point counts as *complete* when its folder holds a complete ``results.json`` written since the sweep
+started, *skipped* when that file is older (an earlier run of the same sweep did it), and *failed*
+when its folder has none. The failed points' folders and the report's path are named.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mathneuro.pipeline.results import RESULTS_FILE, read_complete_results
+
+_SKIP = {".hydra", "wandb", "report", "samples", "baseline_samples", "model", "__pycache__"}
+
+
+def job_dirs(sweep_dir: str | os.PathLike) -> list[Path]:
+    """Every point folder of a sweep: a folder (below the sweep folder) holding ``.hydra/`` or ``results.json``."""
+    found = []
+    for root, dirs, _files in os.walk(sweep_dir):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP and not d.startswith("."))
+        here = Path(root)
+        if here != Path(sweep_dir) and ((here / ".hydra").is_dir() or (here / RESULTS_FILE).is_file()):
+            found.append(here)
+    return found
+
+
+def sweep_counts(sweep_dir: str | os.PathLike, started: float | None) -> dict[str, list[Path]]:
+    """``{"complete", "skipped", "failed"}``: the point folders of each kind (see the module docstring)."""
+    out: dict[str, list[Path]] = {"complete": [], "skipped": [], "failed": []}
+    for job in job_dirs(sweep_dir):
+        if read_complete_results(job) is None:
+            out["failed"].append(job)
+        elif started is not None and (job / RESULTS_FILE).stat().st_mtime < started:
+            out["skipped"].append(job)
+        else:
+            out["complete"].append(job)
+    return out
+
+
+def status_line(sweep_dir: str | os.PathLike, started: float | None, report: str | os.PathLike | None) -> str:
+    """``sweep <dir>: 3 point(s) complete, 1 skipped as already done, 1 failed (<folder>); report: <path>``."""
+    counts = sweep_counts(sweep_dir, started)
+    failed = counts["failed"]
+    line = (f"sweep {sweep_dir}: {len(counts['complete'])} point(s) complete, {len(counts['skipped'])} skipped as "
+            f"already done, {len(failed)} failed")
+    if failed:
+        line += f" ({', '.join(str(p) for p in failed)})"
+    return line + (f"; report: {report}" if report else "; no report written")
+
+
+def failed_sweep_line(sweep_dir: str | os.PathLike, started: float | None) -> str:
+    """The status line of a sweep that a point's error ended (Hydra then skips the end-of-sweep callbacks):
+    the report of the points that completed is written first, so the line can name it."""
+    report = None
+    try:
+        from mathneuro.report import write_report  # deferred: matplotlib, only when a sweep failed
+
+        report = Path(write_report(sweep_dir)["markdown"]).parent
+    except Exception:  # noqa: BLE001 - the line still says what completed and what failed
+        pass
+    return status_line(sweep_dir, started, report)
