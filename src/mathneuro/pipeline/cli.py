@@ -126,7 +126,8 @@ def _task(cfg: DictConfig) -> float:
     try:
         resolved = OmegaConf.to_container(cfg, resolve=True)
         results = run_point(OmegaConf.to_object(cfg), output_dir, resolved_config=resolved, group=group, tags=tags,
-                            overrides=list(hc.overrides.task), in_sweep=hc.mode == RunMode.MULTIRUN)
+                            overrides=list(hc.overrides.task), in_sweep=hc.mode == RunMode.MULTIRUN,
+                            sweep_dir=hc.sweep.dir if hc.mode == RunMode.MULTIRUN else output_dir)
     except (ConfigError, OmegaConfBaseException) as exc:
         line = user_error(exc)
         if line is None:

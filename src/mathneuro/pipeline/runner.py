@@ -20,7 +20,7 @@ from mathneuro import __version__
 from mathneuro.edit.export import export_edited_model
 from mathneuro.edit.intervention import apply_intervention
 from mathneuro.evaluation.generation import generation_eos_ids
-from mathneuro.evaluation.samples import SAMPLES_DIR, samples_summary, write_samples
+from mathneuro.evaluation.samples import SAMPLES_DIR, copy_records, samples_summary, write_samples
 from mathneuro.methods.registry import inapplicable_settings, resolve_method
 from mathneuro.methods.spec import MethodSpec
 from mathneuro.models.devices import describe_hardware
@@ -49,6 +49,7 @@ from mathneuro.util.peak_memory import reset_peak_memory
 
 log = logging.getLogger("mathneuro")
 RUNNING_LOCK = ".running.lock"  # in a run dir while a process runs that point
+BASELINE_RECORDS = "baseline_samples"  # in a sweep dir: the unedited model's records, one folder per eval config
 RUNNING_STALE_AFTER = 300.0  # seconds without a heartbeat after which a killed runner's claim is taken over
 
 
@@ -87,7 +88,7 @@ def ignored_settings(cfg: Config, spec: MethodSpec, overrides: Sequence[str], in
 
 def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | None = None,
               group: str | None = None, tags: list[str] | None = None, overrides: Sequence[str] = (),
-              in_sweep: bool = False) -> dict:
+              in_sweep: bool = False, sweep_dir: str | Path | None = None) -> dict:
     """Run one sweep point and write ``<output_dir>/results.json``; return the results.
 
     ``cfg`` is a :class:`Config` (dataclass instances, e.g. ``OmegaConf.to_object`` of the Hydra
@@ -95,6 +96,9 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     Bad values raise :class:`ConfigError` before any model loads; so does a ``method.<setting>`` the
     method lacks, unless ``in_sweep`` (the point is one of a sweep across methods): then it is
     recorded as ignored. ``overrides``: the command line's overrides (which settings were given).
+    ``sweep_dir``: the folder holding this point's run dir with its sibling points (Hydra's sweep dir;
+    default ``output_dir`` itself): the unedited model's per-example records are copied there once, under
+    ``baseline_samples/<key>/``, so that the folder holds everything its report needs.
     """
     t_start = time.perf_counter()
     validate(cfg)
@@ -135,13 +139,24 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
         point = Point(cfg, spec, output_dir)  # its model loads in the body, timed as a stage
         attempts = Attempts(output_dir)
         attempts.start()  # a second one and up: an earlier attempt was cut short (a timeout, a preemption)
-        return _run_claimed_point(point, config_dict, group, tags, t_start, ignored, attempts)
+        return _run_claimed_point(point, config_dict, group, tags, t_start, ignored, attempts,
+                                  Path(sweep_dir) if sweep_dir is not None else output_dir)
     finally:
         claim.release()
 
 
+def keep_baseline_records(bench: Workbench, cfg: Config, records: Path, output_dir: Path, sweep_dir: Path) -> Path:
+    """The unedited model's records in ``sweep_dir`` (``baseline_samples/<key>/``, copied once from the
+    cache), or ``records`` where they already lie in the run dir or the run dir is outside ``sweep_dir``."""
+    if records.resolve().is_relative_to(output_dir.resolve()):
+        return records
+    if not output_dir.resolve().is_relative_to(sweep_dir.resolve()):
+        sweep_dir = output_dir
+    return copy_records(records, sweep_dir / BASELINE_RECORDS / bench.baseline_key(cfg.eval))
+
+
 def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags: list[str] | None,
-                       t_start: float, ignored: list[str], attempts: Attempts) -> dict:
+                       t_start: float, ignored: list[str], attempts: Attempts, sweep_dir: Path) -> dict:
     """The body of :func:`run_point`, run while this process holds the point's claim."""
     cfg, spec, output_dir = point.cfg, point.spec, point.output_dir
     with point.stage("data"):
@@ -239,7 +254,10 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
         if ignored:
             record.extra["ignored_settings"] = ignored
         if evaluate and cfg.eval.log_samples:
-            record.samples = samples_summary(output_dir, baseline_samples, point.evaluator.last_sample_kinds)
+            if baseline_samples is not None:  # the sweep keeps its own copy: the cache may be cleared
+                baseline_samples = keep_baseline_records(bench, cfg, baseline_samples, output_dir, sweep_dir)
+            record.samples = samples_summary(output_dir, baseline_samples, point.evaluator.last_sample_kinds,
+                                             root=sweep_dir)
         results = record.to_json()
         record.write(output_dir / RESULTS_FILE)
         clear_attempts(output_dir)  # the point is done: its attempt count and kept partial results go

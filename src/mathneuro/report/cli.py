@@ -71,10 +71,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"wrote {report['markdown']}")
     if report.get("paired_csv"):
         print(f"wrote {report['paired_csv']}")
-    for note in report.get("paired_notes") or []:
-        print(f"  paired: {note}")
     for path in report["figures"].values():
         print(f"wrote {path}")
+    if report.get("paired_notes"):  # last, and in summary.md's last section
+        print(f"comparisons not made ({len(report['paired_notes'])}):")
+        for note in report["paired_notes"]:
+            print(f"  - {note}")
     if args.wandb_project:
         try:
             import wandb

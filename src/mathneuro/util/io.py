@@ -1,11 +1,19 @@
 """Atomic file writes: a reader sees the old file or the whole new one, never half of it (results,
-caches and selections are read by other processes of a sweep while they are written)."""
+caches and selections are read by other processes of a sweep while they are written).
+
+Every file written here gets the mode an ordinary ``open()`` would give it (``0o666`` less the
+process's umask: group-readable under 022, group-writable under 002), not ``mkstemp``'s owner-only
+600, so a cache or a sweep folder can be shared by a group (docs/scale-out.md). A write that fails
+(disk full, read-only file system, no permission) removes its temp file and raises the ``OSError``
+with the path it was writing.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -22,19 +30,85 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (``/proc/self/status``)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore (not thread-safe, but only where /proc is absent)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode a new file gets from ``open()``: ``0o666`` less the umask."""
+    return 0o666 & ~current_umask()
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     """Call ``write(tmp)`` on a temp file beside ``path``, then rename it over ``path``: readers see the
-    old file or the whole new one, never half of it; the temp file is removed on failure."""
+    old file or the whole new one, never half of it. The file gets :func:`file_mode` (the umask's mode)
+    and is synced to disk before the rename; the temp file is removed on failure, and an ``OSError``
+    without a file name gets ``path``'s (so that the one error line can name it)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _with_path(exc, path.parent) from None
+    try:
+        os.fchmod(fd, file_mode())
+        os.close(fd)
         write(tmp)
+        _fsync_file(tmp)
         os.replace(tmp, path)
+    except OSError as exc:
+        raise _with_path(exc, path) from None
+    except Exception as exc:  # a writer's own error around an OS error (safetensors: "... (os error 28)")
+        os_error = _os_error_inside(exc, path)
+        if os_error is None:
+            raise
+        raise os_error from exc
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _fsync_file(path: str) -> None:
+    """Flush ``path``'s data to disk (a crash after the rename then never leaves an empty file)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _with_path(exc: OSError, path: Path) -> OSError:
+    """``exc`` naming ``path`` when it names no file (safetensors, a failed write of an open file)."""
+    if getattr(exc, "filename", None) is None:
+        return OSError(exc.errno, exc.strerror or str(exc), str(path))  # OSError picks the errno's subclass
+    return exc
+
+
+def _os_error_inside(exc: Exception, path: Path) -> OSError | None:
+    """The OSError a library's exception wraps (its message ends ``(os error N)``), naming ``path``."""
+    found = re.search(r"os error (\d+)", str(exc))
+    if found is None:
+        return None
+    errno = int(found.group(1))
+    return OSError(errno, os.strerror(errno), str(path))
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`atomic_write`)."""
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    atomic_write(path, write)
 
 
 def remove_orphaned_temps(path: str | os.PathLike) -> None:
@@ -51,7 +125,5 @@ def write_json_atomic(path: str | os.PathLike, data: dict) -> None:
     def write(tmp: str) -> None:
         with open(tmp, "w") as f:
             json.dump(_jsonable(data), f, indent=1, default=str)
-            f.flush()
-            os.fsync(f.fileno())
 
     atomic_write(path, write)

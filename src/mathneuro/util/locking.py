@@ -57,7 +57,7 @@ class FileLock:
     # -- acquiring ---------------------------------------------------------------------------
     def _try_create(self) -> bool:
         try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)  # less the umask
         except FileExistsError:
             return False
         info = {"host": socket.gethostname(), "boot": _boot_id(), "pid": os.getpid(), "time": time.time(),
