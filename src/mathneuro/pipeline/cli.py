@@ -25,7 +25,14 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from mathneuro.pipeline.config import ConfigError, register_configs
-from mathneuro.pipeline.errors import SweepRefused, debug_requested, raise_on_sigterm, user_error
+from mathneuro.pipeline.errors import (
+    SweepRefused,
+    debug_requested,
+    file_system_error,
+    raise_on_sigterm,
+    remove_refused_run,
+    user_error,
+)
 from mathneuro.pipeline.runner import run_point
 from mathneuro.util.signals import checkpoint_on_sigterm
 
@@ -132,6 +139,7 @@ def _task(cfg: DictConfig) -> float:
         line = user_error(exc)
         if line is None:
             raise
+        remove_refused_run(Path(output_dir), Path(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None)
         _exit_user_error(line)
     except BaseException as exc:
         _TASK_ERRORS.append(exc)
@@ -187,7 +195,10 @@ def main() -> None:
         sys.exit(128 + signum)
     except Exception as exc:
         from_point = any(exc is e for e in _TASK_ERRORS)
-        line = user_error(exc) if not (from_point and isinstance(exc, OSError)) else None
+        if from_point and isinstance(exc, OSError):
+            line = file_system_error(exc)
+        else:
+            line = user_error(exc)
         if line is None:
             raise
         _exit_user_error(line)

@@ -60,9 +60,9 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     except OSError as exc:
         raise _with_path(exc, path.parent) from None
     try:
-        os.fchmod(fd, file_mode())
         os.close(fd)
         write(tmp)
+        os.chmod(tmp, file_mode())  # after the write: a writer may replace the file (safetensors does)
         _fsync_file(tmp)
         os.replace(tmp, path)
     except OSError as exc:
