@@ -102,6 +102,7 @@ def two_users() -> Iterator[tuple[str, str, str]]:
         subprocess.run(["groupdel", group], check=False, capture_output=True)
 
 
+@pytest.mark.integration  # useradd, groupadd and a forked child
 def test_a_second_user_reads_and_extends_the_first_users_cache(two_users) -> None:
     group, alice, bob = two_users
     gid = grp.getgrnam(group).gr_gid

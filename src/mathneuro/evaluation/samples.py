@@ -142,17 +142,22 @@ def copy_records(source: str | Path, dest: str | Path) -> Path:
         except OSError:
             if not (dest / SAMPLES_COMPLETE).is_file():  # not another process's complete copy: a real failure
                 raise
+    except OSError as exc:  # named by the folder it was copying to, not the temp folder
+        raise OSError(exc.errno, exc.strerror or str(exc), str(dest)) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
 
 
 def write_bytes_synced(path: Path, data: bytes) -> None:
-    """Write ``data`` to a new file ``path`` (the umask's mode) and sync it to disk."""
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+    """Write ``data`` to a new file ``path`` (the umask's mode) and sync it to disk; an OSError names ``path``."""
+    try:
+        with open(path, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
 
 
 def _alive(pid: str) -> bool:

@@ -178,6 +178,7 @@ def main() -> None:
         OmegaConf.register_new_resolver("mathneuro_dirname", job_dirname)
     global _DEBUG
     _DEBUG = debug_requested()
+    logging.raiseExceptions = False  # a log file on a full disk must not print a traceback per line
     # Hydra re-raises instead of printing its multi-line report; we print one line (or the traceback).
     os.environ["HYDRA_FULL_ERROR"] = "1"
     raise_on_sigterm()

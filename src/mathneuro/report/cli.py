@@ -64,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = write_report(sweep, args.out, metrics=args.metric, margin=args.margin, families=args.family)
     except (FileNotFoundError, ValueError) as err:
         return _error(str(err))
+    except OSError as err:  # a read-only archive, a full disk, no permission
+        where = err.filename or args.out or sweep / "report"
+        return _error(f"{where}: cannot write the report ({err.strerror or err}); write it elsewhere with --out DIR")
     print(f"{len(report['rows'])} complete point(s), {len(report['missing'])} missing or incomplete")
     for entry in report["missing"]:
         print(f"  missing: {entry['job']}: {entry['reason']}")

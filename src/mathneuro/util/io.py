@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +49,25 @@ def file_mode() -> int:
     return 0o666 & ~current_umask()
 
 
+def publish_folder(tmp: str | os.PathLike, dest: str | os.PathLike, *, replace: bool = False) -> Path:
+    """Give the folder ``tmp`` (built beside ``dest``) and everything in it the umask's modes (a folder
+    made by ``mkdtemp`` or a file by safetensors would be owner-only), sync its files, then rename it to
+    ``dest``: ``dest`` is whole or absent. ``replace``: an existing ``dest`` is removed first (else the
+    rename fails if it holds anything: the caller decides whether another process's copy will do)."""
+    tmp, dest = Path(tmp), Path(dest)
+    mode = file_mode()
+    for path in [tmp, *tmp.rglob("*")]:
+        if path.is_dir():
+            os.chmod(path, (0o777 & ~current_umask()) | (os.stat(path).st_mode & 0o2000))
+        else:
+            os.chmod(path, mode)
+            _fsync_file(str(path))
+    if replace and dest.exists():
+        shutil.rmtree(dest)
+    os.rename(tmp, dest)
+    return dest
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     """Call ``write(tmp)`` on a temp file beside ``path``, then rename it over ``path``: readers see the
     old file or the whole new one, never half of it. The file gets :func:`file_mode` (the umask's mode)
@@ -68,7 +88,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     except OSError as exc:
         raise _with_path(exc, path) from None
     except Exception as exc:  # a writer's own error around an OS error (safetensors: "... (os error 28)")
-        os_error = _os_error_inside(exc, path)
+        os_error = os_error_inside(exc, path)
         if os_error is None:
             raise
         raise os_error from exc
@@ -93,7 +113,7 @@ def _with_path(exc: OSError, path: Path) -> OSError:
     return exc
 
 
-def _os_error_inside(exc: Exception, path: Path) -> OSError | None:
+def os_error_inside(exc: Exception, path: Path) -> OSError | None:
     """The OSError a library's exception wraps (its message ends ``(os error N)``), naming ``path``."""
     found = re.search(r"os error (\d+)", str(exc))
     if found is None:
