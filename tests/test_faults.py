@@ -207,5 +207,5 @@ def test_a_point_sigkilled_at_any_stage_is_completed_by_the_next_run_with_the_sa
     result = json.loads((run / "results.json").read_text())
     _same(result, reference)
     assert _records(run) == _records(tmp_path / "ref" / "p")
-    assert _leftovers(run) == [] and not (run / ".partial").exists()
+    assert _leftovers(run) == [] and _leftovers(cache) == [] and not (run / ".partial").exists()
     assert not list((cache / "statistics" / "locks").glob("*.lock"))

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mathneuro.util.io import write_text_atomic
+from mathneuro.util.io import remove_orphaned_temps_under, write_text_atomic
 
 SAMPLES_DIR = "samples"
 SAMPLES_COMPLETE = ".complete.json"  # written last: the folder holds every task's records
@@ -105,8 +105,11 @@ def write_all(folder: str | Path, samples: Mapping[str, Iterable[Mapping[str, An
 
 def write_samples(folder: str | Path, samples: Mapping[str, Iterable[Mapping[str, Any]]],
                   kinds: Mapping[str, str]) -> list[Path]:
-    """Write every task's records under ``folder``, then ``.complete.json`` (``{"tasks": {task: side}}``)."""
+    """Write every task's records under ``folder``, then ``.complete.json`` (``{"tasks": {task: side}}``).
+    The caller holds the folder's claim (the point's, the baseline's lock): temp files a killed writer
+    left there are removed."""
     paths = write_all(folder, samples)
+    remove_orphaned_temps_under(folder)
     write_text_atomic(Path(folder) / SAMPLES_COMPLETE,
                       json.dumps({"tasks": {t: kinds.get(t, "nonmath") for t in samples}}, sort_keys=True))
     return paths

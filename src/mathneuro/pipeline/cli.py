@@ -106,6 +106,19 @@ def format_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def choice_tags(choices: dict) -> list[str]:
+    """The W&B tags of a point: ``group:option`` of each config group chosen (Hydra's own left out); each
+    filter set of ``filters=[race,mmlu]`` is ``filters:race``, ``filters:mmlu`` (and no ``filter`` tag)."""
+    tags = []
+    for group, option in choices.items():
+        if group.startswith("hydra") or option is None or group == "filters":
+            continue
+        if group.startswith("filter@filters."):
+            group = "filters"
+        tags.append(f"{group}:{option}")
+    return tags
+
+
 _TASK_ERRORS: list[BaseException] = []  # what points raised: an OSError not among them came from Hydra's setup
 _DEBUG = False  # MATHNEURO_DEBUG=1 or HYDRA_FULL_ERROR=1 as the user set it
 
@@ -129,7 +142,7 @@ def _task(cfg: DictConfig) -> float:
         group = Path(hc.sweep.dir).name
     else:
         group = Path(output_dir).name
-    tags = [f"{k}:{v}" for k, v in hc.runtime.choices.items() if not k.startswith("hydra") and v is not None]
+    tags = choice_tags(hc.runtime.choices)
     try:
         resolved = OmegaConf.to_container(cfg, resolve=True)
         results = run_point(OmegaConf.to_object(cfg), output_dir, resolved_config=resolved, group=group, tags=tags,

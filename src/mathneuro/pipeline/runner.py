@@ -44,6 +44,7 @@ from mathneuro.pipeline.preflight import (
 from mathneuro.pipeline.recording import WandbRun
 from mathneuro.pipeline.results import RESULTS_FILE, PointResult, read_complete_results
 from mathneuro.pipeline.workbench import Samples, Workbench, _plain, get_workbench, prepare_samples  # noqa: F401
+from mathneuro.util.io import remove_orphaned_temps_under
 from mathneuro.util.locking import FileLock, LockTimeout
 from mathneuro.util.peak_memory import reset_peak_memory
 
@@ -109,6 +110,8 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
         raise ConfigError(f"filter: not used when filters is given ({', '.join(cfg.filters)}); list every filter "
                           "set in filters=[...]")
     config_dict = resolved_config if resolved_config is not None else _plain(cfg)  # the method node as given
+    if getattr(cfg, "filters", None):  # filters=[...] replaced filter: results.json and W&B name only what ran
+        config_dict = {k: v for k, v in config_dict.items() if k != "filter"}
     cfg = with_method(cfg, method_cfg)
     output_dir = Path(output_dir)
     if cfg.resume:
@@ -261,6 +264,7 @@ def _run_claimed_point(point: Point, config_dict: dict, group: str | None, tags:
         results = record.to_json()
         record.write(output_dir / RESULTS_FILE)
         clear_attempts(output_dir)  # the point is done: its attempt count and kept partial results go
+        remove_orphaned_temps_under(output_dir)  # and what a killed attempt was writing (we hold the claim)
         wandb_run.summary({k: v for k, v in record.row().items() if isinstance(v, (int, float))}
                           | {f"time/{k}": v for k, v in point.timings.items()})
         wandb_run.table("selection/per_layer", ["layer", "count"],

@@ -140,6 +140,20 @@ def remove_orphaned_temps(path: str | os.PathLike) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def remove_orphaned_temps_under(folder: str | os.PathLike, skip: tuple[str, ...] = ("wandb",)) -> list[Path]:
+    """Delete every temp file of :func:`atomic_write` under ``folder`` (``skip``: subfolders left alone);
+    for a caller that holds the folder's claim, once its own writes are done. Returns what it removed."""
+    removed = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if d not in skip]
+        for name in files:
+            if name.startswith(".") and name.endswith(".tmp"):
+                path = Path(root) / name
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
+
+
 def write_json_atomic(path: str | os.PathLike, data: dict) -> None:
     """Write ``data`` as JSON to ``path`` atomically (and synced to disk)."""
     def write(tmp: str) -> None:
