@@ -19,6 +19,7 @@ from mathneuro.report.overlap import (
     per_module_counts,
     sort_layer_keys,
 )
+from mathneuro.util.io import write_text_atomic
 
 EXIT_USAGE = 2
 
@@ -169,7 +170,7 @@ def overlap_main(argv: Sequence[str] | None = None) -> int:
             "pairs": matrix["pairs"],
         }
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=2))
+        write_text_atomic(args.json, json.dumps(out, indent=2))
         print(f"\nwrote {args.json}")
     if args.png:
 
