@@ -140,6 +140,9 @@ def remove_orphaned_temps(path: str | os.PathLike) -> None:
         tmp.unlink(missing_ok=True)
 
 
+_TEMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")  # what atomic_write's mkstemp names: .<name>.<8 chars>.tmp
+
+
 def remove_orphaned_temps_under(folder: str | os.PathLike, skip: tuple[str, ...] = ("wandb",)) -> list[Path]:
     """Delete every temp file of :func:`atomic_write` under ``folder`` (``skip``: subfolders left alone);
     for a caller that holds the folder's claim, once its own writes are done. Returns what it removed."""
@@ -147,7 +150,7 @@ def remove_orphaned_temps_under(folder: str | os.PathLike, skip: tuple[str, ...]
     for root, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if d not in skip]
         for name in files:
-            if name.startswith(".") and name.endswith(".tmp"):
+            if _TEMP_NAME.match(name):
                 path = Path(root) / name
                 path.unlink(missing_ok=True)
                 removed.append(path)
