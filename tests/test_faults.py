@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 from mathneuro.pipeline.config import ConfigError
 from mathneuro.pipeline.runner import run_point
 from mathneuro.report import cli as report_cli
+from mathneuro.util.locking import FileLock
 
 from .test_failures import error_line
 from .test_runner import base_overrides, cli, compose_cfg
@@ -208,4 +209,7 @@ def test_a_point_sigkilled_at_any_stage_is_completed_by_the_next_run_with_the_sa
     _same(result, reference)
     assert _records(run) == _records(tmp_path / "ref" / "p")
     assert _leftovers(run) == [] and _leftovers(cache) == [] and not (run / ".partial").exists()
-    assert not list((cache / "statistics" / "locks").glob("*.lock"))
+    # a lock whose killed holder had stored its entry stays (no later run needs that lock), but it holds
+    # nothing: its holder is gone, so the next waiter takes it over at once
+    for lock in (cache / "statistics" / "locks").glob("*.lock"):
+        assert FileLock(lock).held_elsewhere() is None, lock.read_text()
