@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from mathneuro.data.datasets import DatasetConfig
 from mathneuro.methods.registry import METHODS
 from mathneuro.pipeline.cli import config_dir
 from mathneuro.pipeline.config import Config
@@ -43,7 +44,7 @@ def documented(key: str) -> bool:
 
 
 def test_every_structured_config_key_is_documented():
-    keys = keys_of(Config()) + builtin_method_keys()
+    keys = keys_of(dataclasses.replace(Config(), filter=DatasetConfig())) + builtin_method_keys()  # filter: optional
     assert "eval.arith.num_fewshot" in keys and "method.share" in keys and "task.template" in keys
     missing = [k for k in keys if not documented(k)]
     assert not missing, f"docs/configuration.md lacks {missing}"
@@ -59,3 +60,63 @@ def test_every_group_option_is_documented():
         missing += [f"{group}={o}" for o in options if f"`{o}`" not in row]
     assert not missing, f"docs/configuration.md's group table lacks {missing}"
 
+
+
+def documented_keys() -> list[str]:
+    """The dotted keys the tables of docs/configuration.md name in their first column."""
+    import re
+
+    keys = []
+    for line in PAGE.splitlines():
+        cells = line.split("|")
+        if not line.startswith("| `") or len(cells) < 3:
+            continue
+        for key in re.findall(r"`([^`]+)`", cells[1]):
+            if "." in key and not any(c in key for c in "*=<>/ ") and not key.isupper():
+                keys.append(key)
+    return keys
+
+
+def composed(overrides: list[str] | None = None):
+    from hydra import compose, initialize_config_dir
+
+    from mathneuro.pipeline.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides or [], return_hydra_config=True)
+
+
+def test_every_documented_key_is_in_the_composed_config():
+    """Each key the tables name can be overridden as documented (``key=value``, no ``+``): it is in the
+    composed config (``hydra.*`` keys in Hydra's; ``method.*`` in the schema's method node)."""
+    from omegaconf import OmegaConf
+
+    cfg = composed()
+    keys = documented_keys()
+    assert "hydra.callbacks.sweep_report.echo" in keys and "eval.arith.num_problems" in keys
+
+    def present(key: str) -> bool:
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent, throw_on_resolution_failure=False)
+        return node is not None and leaf in node  # the node's keys, its values left unresolved
+
+    missing = [k for k in keys if not present(k)]
+    assert missing == [], f"documented but not in the composed config: {missing}"
+
+
+def test_every_callback_setting_is_documented_and_can_be_set():
+    import inspect
+
+    from hydra.utils import get_class
+
+    cfg = composed(["hydra.callbacks.sweep_report.echo=true"])
+    assert cfg.hydra.callbacks.sweep_report.echo is True
+    keys = []
+    for name, node in cfg.hydra.callbacks.items():
+        params = [p.name for p in inspect.signature(get_class(node._target_).__init__).parameters.values()
+                  if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        keys += [f"hydra.callbacks.{name}.{p}" for p in params]
+        assert all(p in node for p in params), f"{name}: a setting of its class is not in conf/ (so cannot be set)"
+    assert "hydra.callbacks.sweep_report.echo" in keys
+    assert [k for k in keys if not documented(k)] == []

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from torch import nn
 
 from mathneuro.edit.intervention import apply_intervention
 from mathneuro.methods.selection import Selection
+from mathneuro.util.io import os_error_inside, publish_folder
 
 MLP_OUTPUTS = ("down_proj", "fc2", "c_proj")  # the linear reading an MLP's activations
 
@@ -94,17 +97,31 @@ def export_model(model: nn.Module, tokenizer: Any, out_dir: str | os.PathLike, c
     also written as ``mathneuro_card.json``. Returns ``out_dir``.
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with _plain_checkpoint(model):
-        model.save_pretrained(out_dir, safe_serialization=True)
-    config_path = out_dir / "config.json"
-    config = json.loads(config_path.read_text())
-    if config.pop("quantization_config", None) is not None:
-        config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    if tokenizer is not None:
-        tokenizer.save_pretrained(out_dir)
-    (out_dir / "mathneuro_card.json").write_text(json.dumps(card, indent=2, default=str) + "\n")
-    (out_dir / "README.md").write_text(model_card(card))
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    for orphan in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):  # a killed export's (the point's claim is ours)
+        shutil.rmtree(orphan, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:  # built aside and renamed into place: <out_dir> is a whole model or absent
+        with _plain_checkpoint(model):
+            model.save_pretrained(tmp, safe_serialization=True)
+        config_path = tmp / "config.json"
+        config = json.loads(config_path.read_text())
+        if config.pop("quantization_config", None) is not None:
+            config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        (tmp / "mathneuro_card.json").write_text(json.dumps(card, indent=2, default=str) + "\n")
+        (tmp / "README.md").write_text(model_card(card))
+        publish_folder(tmp, out_dir, replace=True)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), exc.filename or str(out_dir)) from None
+    except Exception as exc:  # safetensors wraps a full disk in its own error
+        os_error = os_error_inside(exc, out_dir)
+        if os_error is None:
+            raise
+        raise os_error from exc
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
 
 

@@ -25,9 +25,13 @@ import hashlib
 import json
 import math
 import os
+import shutil
+import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from mathneuro.util.io import remove_orphaned_temps_under, write_text_atomic
 
 SAMPLES_DIR = "samples"
 SAMPLES_COMPLETE = ".complete.json"  # written last: the folder holds every task's records
@@ -154,14 +158,8 @@ def pooled_records(by_subtask: Mapping[str, Iterable[Mapping[str, Any]]]) -> lis
 
 def write_records(folder: str | Path, task: str, records: Iterable[Mapping[str, Any]]) -> Path:
     """Write ``<folder>/<task>.jsonl`` atomically (a partial file never replaces a complete one)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{task.replace('/', '_')}.jsonl"
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for record in records:
-            fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-    tmp.replace(path)
+    path = Path(folder) / f"{task.replace('/', '_')}.jsonl"
+    write_text_atomic(path, "".join(json.dumps(record, ensure_ascii=False, default=str) + "\n" for record in records))
     return path
 
 
@@ -172,24 +170,85 @@ def write_all(folder: str | Path, samples: Mapping[str, Iterable[Mapping[str, An
 
 def write_samples(folder: str | Path, samples: Mapping[str, Iterable[Mapping[str, Any]]],
                   kinds: Mapping[str, str]) -> list[Path]:
-    """Write every task's records under ``folder``, then ``.complete.json`` (``{"tasks": {task: side}}``)."""
+    """Write every task's records under ``folder``, then ``.complete.json`` (``{"tasks": {task: side}}``).
+    The caller holds the folder's claim (the point's, the baseline's lock): temp files a killed writer
+    left there are removed."""
     paths = write_all(folder, samples)
-    marker = Path(folder) / SAMPLES_COMPLETE
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"tasks": {t: kinds.get(t, "nonmath") for t in samples}}, sort_keys=True))
+    remove_orphaned_temps_under(folder)
+    write_text_atomic(Path(folder) / SAMPLES_COMPLETE,
+                      json.dumps({"tasks": {t: kinds.get(t, "nonmath") for t in samples}}, sort_keys=True))
     return paths
 
 
-def samples_summary(run_dir: str | Path, baseline_dir: str | Path | None, kinds: Mapping[str, str]) -> dict[str, Any]:
+def copy_records(source: str | Path, dest: str | Path) -> Path:
+    """A copy of the complete records folder ``source`` at ``dest`` (made once: a complete ``dest`` is kept).
+
+    The copy is assembled in a temp folder beside ``dest`` and renamed into place, so ``dest`` is whole
+    or absent whatever is killed when; of two processes copying at once, one rename wins and the other
+    drops its copy. Files are copied, never linked: the sweep folder must outlive the cache they come
+    from. A temp folder a killed process of this host left behind is removed."""
+    source, dest = Path(source), Path(dest)
+    if (dest / SAMPLES_COMPLETE).is_file():
+        return dest
+    if not (source / SAMPLES_COMPLETE).is_file():
+        raise FileNotFoundError(2, "no complete per-example records here", str(source))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    prefix = f".{dest.name}.tmp-{socket.gethostname()}-"
+    for orphan in dest.parent.glob(f"{prefix}*"):
+        if not _alive(orphan.name[len(prefix):]):
+            shutil.rmtree(orphan, ignore_errors=True)
+    tmp = dest.parent / f"{prefix}{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir()
+        for path in sorted(source.iterdir()):
+            if path.is_file() and path.name != SAMPLES_COMPLETE:
+                write_bytes_synced(tmp / path.name, path.read_bytes())
+        write_bytes_synced(tmp / SAMPLES_COMPLETE, (source / SAMPLES_COMPLETE).read_bytes())  # last: it vouches
+        try:
+            os.rename(tmp, dest)
+        except OSError:
+            if not (dest / SAMPLES_COMPLETE).is_file():  # not another process's complete copy: a real failure
+                raise
+    except OSError as exc:  # named by the folder it was copying to, not the temp folder
+        raise OSError(exc.errno, exc.strerror or str(exc), str(dest)) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def write_bytes_synced(path: Path, data: bytes) -> None:
+    """Write ``data`` to a new file ``path`` (the umask's mode) and sync it to disk; an OSError names ``path``."""
+    try:
+        with open(path, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
+
+
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def samples_summary(run_dir: str | Path, baseline_dir: str | Path | None, kinds: Mapping[str, str],
+                    root: str | Path | None = None) -> dict[str, Any]:
     """``results["samples"]``: the run's records folder (relative), the baseline's (relative to the run dir
-    when inside it, else absolute; None without a baseline) and each recorded task's side."""
+    when inside ``root``, the sweep folder, default the run dir, e.g. ``../baseline_samples/<key>``; else
+    absolute; None without a baseline) and each recorded task's side."""
     baseline: str | None = None
     if baseline_dir is not None:
-        path = Path(baseline_dir)
-        try:
-            baseline = str(path.resolve().relative_to(Path(run_dir).resolve()))
-        except ValueError:
-            baseline = str(path.resolve())
+        path = Path(baseline_dir).resolve()
+        run = Path(run_dir).resolve()
+        inside = Path(root).resolve() if root is not None else run
+        baseline = os.path.relpath(path, run) if path.is_relative_to(inside) else str(path)
     return {"dir": SAMPLES_DIR, "baseline_dir": baseline, "tasks": dict(sorted(kinds.items()))}
 
 

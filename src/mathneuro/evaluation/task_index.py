@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from mathneuro.evaluation.tasks import TASKS, local_tasks_dir
+from mathneuro.util.io import write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +100,7 @@ def _cached_names(path: Path, build) -> dict[str, str]:
             pass  # a damaged cache file: rebuild it
     names = build()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"names": names}))
-        tmp.replace(path)
+        write_text_atomic(path, json.dumps({"names": names}))
     except OSError as exc:
         log.warning("could not cache a task index at %s (%s)", path, exc)
     return names

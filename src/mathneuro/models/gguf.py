@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import shutil
 import tempfile
@@ -18,6 +17,7 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from mathneuro.models.embedded import cache_root
+from mathneuro.util.io import publish_folder
 from mathneuro.util.locking import FileLock
 
 logger = logging.getLogger("mathneuro.models")
@@ -137,7 +137,7 @@ def _convert_gguf(gguf: Path, folder: Path, dtype: torch.dtype) -> tuple[PreTrai
         if folder.exists() and not _is_complete(folder):
             shutil.rmtree(folder, ignore_errors=True)  # leftovers of something that is not ours to trust
         try:
-            os.rename(tmp, folder)
+            publish_folder(tmp, folder)  # mkdtemp's 700 would hide the conversion from the cache's other users
         except OSError:
             if not _is_complete(folder):  # lost a race to another process only if it finished
                 raise

@@ -26,7 +26,14 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from mathneuro.pipeline.config import ConfigError, register_configs
-from mathneuro.pipeline.errors import SweepRefused, debug_requested, raise_on_sigterm, user_error
+from mathneuro.pipeline.errors import (
+    SweepRefused,
+    debug_requested,
+    file_system_error,
+    raise_on_sigterm,
+    remove_refused_run,
+    user_error,
+)
 from mathneuro.pipeline.runner import run_point
 from mathneuro.pipeline.sweep_status import failed_sweep_line
 from mathneuro.pipeline.wandb_layout import swept_values
@@ -131,11 +138,13 @@ def _task(cfg: DictConfig) -> float:
     try:
         resolved = OmegaConf.to_container(cfg, resolve=True)
         results = run_point(OmegaConf.to_object(cfg), output_dir, resolved_config=resolved, layout=layout,
-                            overrides=list(hc.overrides.task), in_sweep=multirun)
+                            overrides=list(hc.overrides.task), in_sweep=multirun,
+                            sweep_dir=hc.sweep.dir if multirun else output_dir)
     except (ConfigError, OmegaConfBaseException) as exc:
         line = user_error(exc)
         if line is None:
             raise
+        remove_refused_run(Path(output_dir), Path(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None)
         _exit_user_error(line)
     except BaseException as exc:
         _TASK_ERRORS.append(exc)
@@ -174,6 +183,7 @@ def main() -> None:
         OmegaConf.register_new_resolver("mathneuro_dirname", job_dirname)
     global _DEBUG
     _DEBUG = debug_requested()
+    logging.raiseExceptions = False  # a log file on a full disk must not print a traceback per line
     # Hydra re-raises instead of printing its multi-line report; we print one line (or the traceback).
     os.environ["HYDRA_FULL_ERROR"] = "1"
     raise_on_sigterm()
@@ -194,7 +204,10 @@ def main() -> None:
         from_point = any(exc is e for e in _TASK_ERRORS)
         if from_point and _SWEEP_DIR:  # Hydra stops a sweep whose point failed before its end callbacks
             print(failed_sweep_line(_SWEEP_DIR[0], started), file=sys.stderr)
-        line = user_error(exc) if not (from_point and isinstance(exc, OSError)) else None
+        if from_point and isinstance(exc, OSError):
+            line = file_system_error(exc)
+        else:
+            line = user_error(exc)
         if line is None:
             raise
         _exit_user_error(line)

@@ -97,7 +97,8 @@ FAMILY_SPEC = re.compile(r"^[\w.\-]+(:[\w./\-]+=[^,=]+(,[\w./\-]+=[^,=]+)*)?$")
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     task: DatasetConfig = field(default_factory=DatasetConfig)
-    filter: DatasetConfig = field(default_factory=DatasetConfig)
+    # the filter set; null where ``filters`` gives several (each ``filters`` option sets it to null)
+    filter: Optional[DatasetConfig] = None
     # several filter sets in one point (``filters=[race,mmlu]``): their union is filtered out; replaces ``filter``
     filters: dict[str, DatasetConfig] = field(default_factory=dict)
     # The method's own settings (see mathneuro.methods.registry); typed per method by resolve_method.
@@ -174,7 +175,10 @@ def _check(cfg: Any) -> None:
         if not FAMILY_SPEC.match(str(spec).strip()):
             raise ConfigError(f"report.families: {spec!r} is not NAME or NAME:key=value[|value][,key=value...]")
     cfg.task.validate("task")
-    cfg.filter.validate("filter")
+    if cfg.filter is None and not cfg.filters:
+        raise ConfigError("filter: no filter set; choose one (filter=race) or several (filters=[race,mmlu])")
+    if cfg.filter is not None:
+        cfg.filter.validate("filter")
     for name, dataset in (cfg.filters or {}).items():
         dataset.validate(f"filters.{name}")
     cfg.eval.validate()
@@ -185,10 +189,32 @@ GROUP_SCHEMAS = {"model_schema": ModelConfig, "dataset_schema": DatasetConfig,
                  "intervention_schema": InterventionConfig, "eval_schema": EvalConfig, "logger_schema": LoggerConfig}
 
 
+def help_config(*, _root_: Any) -> str:
+    """The config ``mathneuro --help`` lists (the ``${mathneuro_help_config:}`` of ``hydra.help.template``):
+    the composed config without ``hydra``, its ``method`` node cut to the chosen method's own settings (the
+    schema carries every built-in method's, so that a sweep across methods may set them) and without
+    ``filter`` where ``filters`` replaces it; ``$`` doubled for the template that embeds it."""
+    data = OmegaConf.to_container(_root_, resolve=False)
+    data.pop("hydra", None)
+    method = data.get("method")
+    if isinstance(method, dict):
+        try:
+            spec, _ = resolve_method(OmegaConf.to_container(_root_.method, resolve=True))
+            own = set(spec.settings()) | {"name", "_target_"}
+            data["method"] = {k: v for k, v in method.items() if k in own}
+        except Exception:  # noqa: BLE001 - a method that does not resolve: list its node as it is
+            pass
+    if data.get("filters") and data.get("filter") is None:
+        data.pop("filter", None)
+    return OmegaConf.to_yaml(data).replace("$", "$$")
+
+
 def register_configs() -> None:
     """Register the schema of the primary config (which types every group) and of each group in Hydra's
     ConfigStore. They sit at its root, not in the groups, so that ``mathneuro --help`` lists only the
     options a user picks from."""
+    if not OmegaConf.has_resolver("mathneuro_help_config"):
+        OmegaConf.register_new_resolver("mathneuro_help_config", help_config)
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
     for name, node in GROUP_SCHEMAS.items():

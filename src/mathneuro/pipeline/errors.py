@@ -9,8 +9,11 @@ preemption) raises in the CLI, so every ``finally`` block runs as on Ctrl-C.
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import signal
+from pathlib import Path
 
 DEBUG_ENV = "MATHNEURO_DEBUG"
 
@@ -126,3 +129,60 @@ def user_error(exc: BaseException) -> str | None:
         return (f"hydra.run.dir: cannot write the output directory {str(exc.filename)!r} ({reason}); "
                 "give a writable directory (hydra.run.dir=..., or hydra.sweep.dir=... with -m)")
     return None
+
+
+#: errno values that say the file system refused a write or a read (not a bug of ours).
+FILE_SYSTEM_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                      errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                      errno.EPERM: "operation not permitted", errno.EIO: "an I/O error",
+                      errno.ENOENT: "no such file or directory", errno.ENOTDIR: "a path component is not a folder",
+                      errno.EISDIR: "it is a folder", errno.ESTALE: "a stale network file handle"}
+
+
+def file_system_error(exc: OSError) -> str | None:
+    """``<path>: <what the file system said>; <what to do>`` for an OSError a point hit while reading or
+    writing a file (disk full, read-only mount, permission), else None (a bug keeps its traceback)."""
+    path = exc.filename
+    if path is None and exc.errno not in FILE_SYSTEM_ERRNOS:
+        return None
+    what = FILE_SYSTEM_ERRNOS.get(exc.errno) or (exc.strerror or type(exc).__name__)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        hint = "free space there (or point cache_dir / hydra.sweep.dir elsewhere) and rerun: finished work is kept"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        hint = "make it writable for this user (docs/scale-out.md: sharing a cache) or choose another folder"
+    else:
+        hint = "rerun when the file system is back: finished work is kept"
+    return f"{path if path is not None else 'file system'}: {what} ({exc.strerror or exc}); {hint}"
+
+
+#: What Hydra and a refused point leave in a run dir: nothing a user wants to keep.
+REFUSED_LEFTOVERS = (".hydra", ".attempts.json", ".running.lock", "wandb")
+
+
+def remove_refused_run(run_dir: Path, sweep_dir: Path | None = None) -> None:
+    """Remove the folder of a run refused before it did any work (it holds only Hydra's ``.hydra/``, its
+    log and the refused point's bookkeeping), then ``sweep_dir`` when that holds only ``multirun.yaml``,
+    then the parents this left empty, up to the working directory. Anything else is left alone."""
+    run_dir = Path(run_dir).absolute()
+    if not _only_leftovers(run_dir, REFUSED_LEFTOVERS):
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
+    top = run_dir.parent
+    if sweep_dir is not None and _only_leftovers(Path(sweep_dir).absolute(), ("multirun.yaml",)):
+        shutil.rmtree(sweep_dir, ignore_errors=True)
+        top = Path(sweep_dir).absolute().parent
+    cwd = Path.cwd().absolute()
+    while top != cwd and top.is_relative_to(cwd):
+        try:
+            top.rmdir()  # only an empty folder
+        except OSError:
+            break
+        top = top.parent
+
+
+def _only_leftovers(folder: Path, names: tuple[str, ...]) -> bool:
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return False
+    return all(e.name in names or (e.suffix == ".log" and e.is_file()) for e in entries)

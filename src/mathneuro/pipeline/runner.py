@@ -19,7 +19,7 @@ from pathlib import Path
 from mathneuro.edit.export import export_edited_model
 from mathneuro.edit.intervention import apply_intervention
 from mathneuro.evaluation.generation import generation_eos_ids
-from mathneuro.evaluation.samples import SAMPLES_DIR, samples_summary, write_samples
+from mathneuro.evaluation.samples import SAMPLES_DIR, copy_records, samples_summary, write_samples
 from mathneuro.methods.registry import inapplicable_settings, resolve_method
 from mathneuro.methods.spec import MethodSpec
 from mathneuro.models.devices import describe_hardware
@@ -45,11 +45,13 @@ from mathneuro.pipeline.recording import WandbRun
 from mathneuro.pipeline.results import RESULTS_FILE, PointResult, read_complete_results
 from mathneuro.pipeline.wandb_point import log_point, point_layout
 from mathneuro.pipeline.workbench import Samples, Workbench, _plain, get_workbench, prepare_samples  # noqa: F401
+from mathneuro.util.io import remove_orphaned_temps_under
 from mathneuro.util.locking import FileLock, LockTimeout
 from mathneuro.util.peak_memory import reset_peak_memory
 
 log = logging.getLogger("mathneuro")
 RUNNING_LOCK = ".running.lock"  # in a run dir while a process runs that point
+BASELINE_RECORDS = "baseline_samples"  # in a sweep dir: the unedited model's records, one folder per eval config
 RUNNING_STALE_AFTER = 300.0  # seconds without a heartbeat after which a killed runner's claim is taken over
 
 
@@ -80,7 +82,8 @@ def ignored_settings(cfg: Config, spec: MethodSpec, overrides: Sequence[str], in
 
 def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | None = None,
               group: str | None = None, tags: list[str] | None = None, overrides: Sequence[str] = (),
-              in_sweep: bool = False, layout: dict | None = None) -> dict:
+              in_sweep: bool = False, layout: dict | None = None,
+              sweep_dir: str | Path | None = None) -> dict:
     """Run one sweep point and write ``<output_dir>/results.json``; return the results.
 
     ``cfg`` is a :class:`Config` (dataclass instances, e.g. ``OmegaConf.to_object`` of the Hydra
@@ -90,6 +93,9 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     recorded as ignored. ``overrides``: the command line's overrides (which settings were given).
     ``group``, ``tags``, ``layout``: the W&B run's group, more tags, and what the CLI knows of the sweep
     (:func:`~mathneuro.pipeline.wandb_point.point_layout`).
+    ``sweep_dir``: the folder holding this point's run dir with its sibling points (Hydra's sweep dir;
+    default ``output_dir`` itself): the unedited model's per-example records are copied there once, under
+    ``baseline_samples/<key>/``, so that the folder holds everything its report needs.
     """
     t_start = time.perf_counter()
     validate(cfg)
@@ -100,6 +106,8 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
         raise ConfigError(f"filter: not used when filters is given ({', '.join(cfg.filters)}); list every filter "
                           "set in filters=[...]")
     config_dict = resolved_config if resolved_config is not None else _plain(cfg)  # the method node as given
+    if getattr(cfg, "filters", None):  # filters=[...] replaced filter: results.json and W&B name only what ran
+        config_dict = {k: v for k, v in config_dict.items() if k != "filter"}
     cfg = with_method(cfg, method_cfg)
     output_dir = Path(output_dir)
     if cfg.resume:
@@ -132,7 +140,8 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
         attempts.start()  # a second one and up: an earlier attempt was cut short (a timeout, a preemption)
         return _run_claimed_point(point, config_dict, point_layout(cfg, point_summary(cfg, spec), output_dir,
                                                                    group=group, tags=tags, layout=layout),
-                                  t_start, ignored, attempts)
+                                  t_start, ignored, attempts,
+                                  Path(sweep_dir) if sweep_dir is not None else output_dir)
     finally:
         claim.release()
 
@@ -147,8 +156,18 @@ def _evaluate_baseline(point: Point, samples_dir) -> dict[str, float]:
     return metrics
 
 
+def keep_baseline_records(bench: Workbench, cfg: Config, records: Path, output_dir: Path, sweep_dir: Path) -> Path:
+    """The unedited model's records in ``sweep_dir`` (``baseline_samples/<key>/``, copied once from the
+    cache), or ``records`` where they already lie in the run dir or the run dir is outside ``sweep_dir``."""
+    if records.resolve().is_relative_to(output_dir.resolve()):
+        return records
+    if not output_dir.resolve().is_relative_to(sweep_dir.resolve()):
+        sweep_dir = output_dir
+    return copy_records(records, sweep_dir / BASELINE_RECORDS / bench.baseline_key(cfg.eval))
+
+
 def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: float, ignored: list[str],
-                       attempts: Attempts) -> dict:
+                       attempts: Attempts, sweep_dir: Path) -> dict:
     """The body of :func:`run_point`, run while this process holds the point's claim."""
     cfg, spec, output_dir = point.cfg, point.spec, point.output_dir
     with point.stage("data"):
@@ -263,10 +282,14 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
             record.extra["wandb"] = {"id": wandb_run.run.id, "project": cfg.logger.project, "entity": cfg.logger.entity,
                                      "group": layout["group"], "name": layout["name"], "mode": cfg.logger.mode}
         if evaluate and cfg.eval.log_samples:
-            record.samples = samples_summary(output_dir, baseline_samples, point.evaluator.last_sample_kinds)
+            if baseline_samples is not None:  # the sweep keeps its own copy: the cache may be cleared
+                baseline_samples = keep_baseline_records(bench, cfg, baseline_samples, output_dir, sweep_dir)
+            record.samples = samples_summary(output_dir, baseline_samples, point.evaluator.last_sample_kinds,
+                                             root=sweep_dir)
         results = record.to_json()
         record.write(output_dir / RESULTS_FILE)
         clear_attempts(output_dir)  # the point is done: its attempt count and kept partial results go
+        remove_orphaned_temps_under(output_dir)  # and what a killed attempt was writing (we hold the claim)
         log_point(wandb_run, record, output_dir, layout)
         failed = False
         return results

@@ -40,7 +40,7 @@ from mathneuro.pipeline.config import Config, ConfigError
 from mathneuro.statistics.cache import StatisticsCache, cached_statistics
 from mathneuro.statistics.checkpoint import DEFAULT_EVERY_S
 from mathneuro.statistics.passes import canonical_kind
-from mathneuro.util.io import write_json_atomic
+from mathneuro.util.io import remove_orphaned_temps, write_json_atomic
 
 log = logging.getLogger("mathneuro")
 KEPT_SIZES = 8  # input sets (statistics and weights) whose selections' sizes a workbench remembers
@@ -144,6 +144,7 @@ class Workbench:
         selection = spec(inputs, method_cfg)
         if not isinstance(selection, Selection):
             raise TypeError(f"method {spec.name!r} returned {type(selection).__name__}, not a Selection")
+        check_unit(spec.name, spec.unit, selection)
         remember_size(inputs.sizes, size_key(spec.name, method_cfg, inputs), selection)
         return selection, keys
 
@@ -238,11 +239,33 @@ class Workbench:
                     if path is not None:
                         write_json_atomic(path, {"metrics": metrics, "model": self.identity, "eval": _plain(eval_cfg),
                                                  "drafts": {"recorded": drafts.recorded - recorded}})
+                        remove_orphaned_temps(path)  # a killed evaluator's (we hold the baseline's lock)
                     if store is not None:
                         self.baseline_kept.extend(store.reused)
                         store.clear()
         self.baselines[key] = metrics
         return metrics
+
+
+def selection_unit(selection: Selection) -> str | None:
+    """What a selection edits: ``weights`` (masks), ``neurons`` (MLP neuron indices), ``weights and neurons``,
+    or None when it selects nothing."""
+    weights = any(bool(m.any()) for m in selection.masks.values())
+    neurons = any(int(n.numel()) > 0 for n in selection.neurons.values())
+    return {(True, False): "weights", (False, True): "neurons", (True, True): "weights and neurons"}.get(
+        (weights, neurons))
+
+
+def check_unit(method: str, declared: str, selection: Selection) -> None:
+    """Refuse a selection whose unit is not the one its method declares: its random reference, its counts
+    and its report would be of the wrong kind (ConfigError, one line naming the method and the mismatch)."""
+    found = selection_unit(selection)
+    if found is not None and found != declared:
+        num = sum(int(m.sum()) for m in selection.masks.values()), sum(
+            int(n.numel()) for n in selection.neurons.values())
+        raise ConfigError(f"method {method!r}: declares unit={declared!r} but returned {found} ({num[0]} weights, "
+                          f"{num[1]} neurons); register it with unit={'neurons' if found == 'neurons' else 'weights'!r} "
+                          "or return a Selection of its unit")
 
 
 def _samples_missing(eval_cfg: Any, samples_dir: Path | None) -> bool:

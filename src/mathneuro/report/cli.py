@@ -20,6 +20,7 @@ from mathneuro.report.overlap import (
     sort_layer_keys,
 )
 from mathneuro.report.wandb_run import log_report_run, sweep_logger
+from mathneuro.util.io import write_text_atomic
 
 EXIT_USAGE = 2
 
@@ -66,6 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = write_report(sweep, args.out, metrics=args.metric, margin=args.margin, families=args.family)
     except (FileNotFoundError, ValueError) as err:
         return _error(str(err))
+    except OSError as err:  # a read-only archive, a full disk, no permission
+        where = err.filename or args.out or sweep / "report"
+        return _error(f"{where}: cannot write the report ({err.strerror or err}); write it elsewhere with --out DIR")
     print(f"{len(report['rows'])} complete point(s), {len(report['missing'])} missing or incomplete")
     for entry in report["missing"]:
         print(f"  missing: {entry['job']}: {entry['reason']}")
@@ -73,10 +77,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"wrote {report['markdown']}")
     if report.get("paired_csv"):
         print(f"wrote {report['paired_csv']}")
-    for note in report.get("paired_notes") or []:
-        print(f"  paired: {note}")
     for path in report["figures"].values():
         print(f"wrote {path}")
+    if report.get("paired_notes"):  # last, and in summary.md's last section
+        print(f"comparisons not made ({len(report['paired_notes'])}):")
+        for note in report["paired_notes"]:
+            print(f"  - {note}")
     if args.wandb_project:  # the sweep's own report run (same id and group), resumed
         logger = {**sweep_logger(sweep), "project": args.wandb_project, "mode": args.wandb_mode}
         if log_report_run(report, sweep.resolve(), logger) is None:
@@ -157,7 +163,7 @@ def overlap_main(argv: Sequence[str] | None = None) -> int:
             "pairs": matrix["pairs"],
         }
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=2))
+        write_text_atomic(args.json, json.dumps(out, indent=2))
         print(f"\nwrote {args.json}")
     if args.png:
 

@@ -71,6 +71,8 @@ def console_report(report: Mapping) -> str:
     if paired:
         parts.append("Paired differences on the same examples (* : the interval excludes 0):\n" + paired)
     elif report.get("paired_notes"):
-        parts.append("No paired differences: " + "; ".join(report["paired_notes"]))
+        parts.append("No paired differences.")
     parts.append(f"Report: {report.get('markdown')}")
+    if report.get("paired_notes"):  # last, where a reader looks for what is missing
+        parts.append("Comparisons not made:\n" + "\n".join(f"  - {n}" for n in report["paired_notes"]))
     return "\n\n".join(parts)

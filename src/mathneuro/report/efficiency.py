@@ -26,6 +26,7 @@ from typing import Any
 from mathneuro.report.figures import plot_data_efficiency
 from mathneuro.report.overlap import data_efficiency, load_selection_file
 from mathneuro.report.paired import facts_of
+from mathneuro.util.io import atomic_write
 
 SELECTION_FILE = "selection.safetensors"
 MATH_TOPK_FILE = "selection_topk.safetensors"
@@ -98,12 +99,15 @@ def efficiency_table(results: Iterable[Mapping], *, reference_samples: int | Non
 def write_efficiency_csv(rows: Sequence[Mapping], path: str | Path) -> Path:
     """``data_efficiency.csv`` with :data:`COLUMNS` (empty cells where a number is unknown)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(COLUMNS), restval="", extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in COLUMNS})
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(COLUMNS), restval="", extrasaction="ignore")
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in COLUMNS})
+
+    atomic_write(path, write)
     return path
 
 

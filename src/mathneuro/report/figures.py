@@ -11,6 +11,7 @@ from typing import Any
 from mathneuro.pipeline.results import POINT_FIELDS, PointResult, _is_number, coerce
 from mathneuro.report.overlap import sort_layer_keys
 from mathneuro.report.tables import _hashable, aggregate
+from mathneuro.util.io import atomic_write
 
 
 def _save(fig, path: str | Path) -> Path:
@@ -19,9 +20,10 @@ def _save(fig, path: str | Path) -> Path:
 
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:  # atomically: a reader (or a report cut short) never sees half a PNG
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format=path.suffix.lstrip(".") or "png"))
+    finally:
+        plt.close(fig)
     return path
 
 

@@ -250,10 +250,15 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
         if own_name is not None:
             point["method"] = own_name  # random(wanda) apart from random in the rows
         # baseline: every seed against the unedited model's records
-        pairs_base = [(recs, None) for _, recs in members if recs.baseline_dir is not None]
-        if len(pairs_base) < len(members):
-            notes.append(f"{label}: {len(members) - len(pairs_base)} seed(s) name no baseline_dir; "
-                         "not compared with the baseline")
+        pairs_base = [(recs, None) for _, recs in members if recs.baseline_dir is not None and recs.baseline_dir.is_dir()]
+        unnamed = sum(1 for _, recs in members if recs.baseline_dir is None)
+        if unnamed:
+            notes.append(f"{label}: {unnamed} seed(s) name no baseline_dir; not compared with the baseline")
+        gone = [recs.baseline_dir for _, recs in members if recs.baseline_dir is not None and not recs.baseline_dir.is_dir()]
+        if gone:
+            notes.append(f"{label}: the unedited model's records of {len(gone)} seed(s) are gone from {gone[0]} (a sweep "
+                         "written before 0.2 kept them in the cache: cleared, or the folder moved); not compared with "
+                         "the baseline")
         rows += _compare(point, BASELINE, pairs_base, resamples, confidence, seed, notes, label, margin)
         if own_name is not None:
             continue
@@ -372,9 +377,10 @@ def write_paired(sources: Any, out_dir: str | Path, *, resamples: int = DEFAULT_
                  families: Sequence[str] = ()) -> dict:
     """Compute the comparisons and write ``<out_dir>/paired.csv`` (when any row exists).
 
-    Returns ``{"rows", "notes", "csv" (path or None), "markdown"}``, what the report embeds."""
+    Returns ``{"rows", "notes", "csv" (path or None), "markdown"}``, what the report embeds (the notes,
+    comparisons not made and why, are listed apart, at the report's end)."""
     report = paired_report(sources, resamples=resamples, confidence=confidence, seed=seed, margin=margin,
                            families=families)
     path = write_paired_csv(report.rows, Path(out_dir) / "paired.csv") if report.rows else None
     return {"rows": report.rows, "notes": report.notes, "csv": str(path) if path else None,
-            "markdown": paired_markdown(report, confidence=confidence)}
+            "markdown": paired_markdown(PairedReport(report.rows, []), confidence=confidence)}  # notes: the report's end

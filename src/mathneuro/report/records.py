@@ -25,7 +25,6 @@ import gzip
 import hashlib
 import json
 import math
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from mathneuro.data import read_jsonl
 from mathneuro.pipeline.results import SELECTION_FIELDS
 from mathneuro.report.paired import point_records
 from mathneuro.report.sweep import load_results
+from mathneuro.util.io import atomic_write
 
 SUFFIX = ".jsonl.gz"
 KINDS = ("point", "baseline", "table")
@@ -101,12 +101,13 @@ def _dumps(obj: Any) -> str:
 def write_packed(path: str | Path, header: Mapping[str, Any], lines: Iterable[Mapping[str, Any]]) -> Path:
     """Write one packed file atomically, byte-for-byte reproducible."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     raw = "".join(_dumps(x) + "\n" for x in [header, *lines]).encode("utf-8")
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with tmp.open("wb") as fh, gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0, compresslevel=9) as gz:
-        gz.write(raw)
-    tmp.replace(path)
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh, gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0, compresslevel=9) as gz:
+            gz.write(raw)
+
+    atomic_write(path, write)
     return path
 
 

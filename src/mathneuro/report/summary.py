@@ -23,6 +23,7 @@ from mathneuro.report.tables import (
     tidy_rows,
     write_csv,
 )
+from mathneuro.util.io import write_text_atomic
 
 
 def _safe_name(text: str) -> str:
@@ -132,6 +133,13 @@ def _summary_markdown(sweep: Path, rows: list[dict], missing: list[dict], metric
     return "\n".join(parts)
 
 
+def not_made_markdown(notes: Sequence[str]) -> str:
+    """The last section of ``summary.md``: every comparison that could not be made, with its reason."""
+    if not notes:
+        return ""
+    return "\n## Comparisons not made\n\n" + "".join(f"- {n}\n" for n in notes)
+
+
 def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
                  metrics: Sequence[str] | None = None, margin: float | None = None,
                  families: Sequence[str] = ()) -> dict:
@@ -171,7 +179,8 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
     efficiency = write_data_efficiency(complete, out)
     figures.update(efficiency["figures"] if efficiency else {})
     md_path = out / "summary.md"
-    md_path.write_text(md + "\n" + paired["markdown"] + ("\n" + efficiency["markdown"] if efficiency else ""))
+    write_text_atomic(md_path, md + "\n" + paired["markdown"] + ("\n" + efficiency["markdown"] if efficiency else "")
+                      + not_made_markdown(paired["notes"]))
     return {"csv": str(csv_path), "markdown": str(md_path), "figures": figures, "rows": rows,
             "missing": missing, "metrics": chosen, "headline_metrics": headline,
             "comparison": comparison_rows(rows, chosen),

@@ -10,6 +10,7 @@ from typing import Any
 
 from mathneuro.pipeline.results import POINT_FIELDS, SELECTION_COLUMNS, _is_number, tidy_row
 from mathneuro.report.overlap import mean_std, sort_layer_keys
+from mathneuro.util.io import atomic_write
 
 GROUP_FIELDS = ("model", "task", "filter", "method", "reference", "intervention", "top_k", "scalar", "num_samples")
 # (``reference``: set on ``random`` points sized by another method than MathNeuro only)
@@ -55,13 +56,16 @@ def columns_of(rows: Sequence[Mapping]) -> list[str]:
 def write_csv(rows: Sequence[Mapping], path: str | Path, columns: Sequence[str] | None = None) -> Path:
     """Write ``rows`` as CSV (one row each; absent or None values empty)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     cols = list(columns) if columns is not None else columns_of(rows)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=cols, restval="", extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in cols})
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=cols, restval="", extrasaction="ignore")
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in cols})
+
+    atomic_write(path, write)
     return path
 
 

@@ -5,7 +5,8 @@ texts themselves (which pin data, template and drawn sample ids), ``max_length``
 statistic kind and the scored module names. Nothing else — top-K, scalar, method and
 batch size never change statistics, so every sweep point reuses them. Entries are one
 ``<key>.safetensors`` plus a ``<key>.json`` of metadata (written last, with the tensor file's
-sha256 and every tensor's shape). What is read is verified: an entry that cannot be read or
+sha256 and every tensor's shape). An entry that cannot be stored (disk full, read-only, no
+permission) is kept in memory with a one-line warning: the point goes on. What is read is verified: an entry that cannot be read or
 does not match its metadata or the request (modules, sample count) is a miss, with a
 one-line warning, and is recomputed and rewritten.
 
@@ -154,15 +155,20 @@ class StatisticsCache:
             return
         tensors = {k: v.contiguous() for k, v in stats.tensors.items()}
         tensors_path = self.root / f"{key}.safetensors"
-        atomic_write(tensors_path, lambda p: save_file(tensors, p))
         try:
-            meta = {"kind": stats.kind, "num_samples": stats.num_samples, "num_tokens": stats.num_tokens,
-                    "meta": stats.meta, "sha256": file_sha256(tensors_path),
-                    "shapes": {k: list(v.shape) for k, v in tensors.items()}}
-            write_json_atomic(self.root / f"{key}.json", meta)
-        except BaseException:  # interrupted or failed: no entry rather than half of one
-            tensors_path.unlink(missing_ok=True)
-            raise
+            atomic_write(tensors_path, lambda p: save_file(tensors, p))
+            try:
+                meta = {"kind": stats.kind, "num_samples": stats.num_samples, "num_tokens": stats.num_tokens,
+                        "meta": stats.meta, "sha256": file_sha256(tensors_path),
+                        "shapes": {k: list(v.shape) for k, v in tensors.items()}}
+                write_json_atomic(self.root / f"{key}.json", meta)
+            except BaseException:  # interrupted or failed: no entry rather than half of one
+                tensors_path.unlink(missing_ok=True)
+                raise
+        except OSError as exc:  # disk full, read-only, no permission: the statistics are in memory; go on
+            log.warning("statistics cache: cannot store %s (%s: %s); going on without storing it", key,
+                        exc.filename, exc.strerror or exc)
+            return
         for path in (tensors_path, self.root / f"{key}.json"):  # the caller holds the key's lock
             remove_orphaned_temps(path)
 
@@ -245,8 +251,13 @@ def cached_statistics(
     if missing:
         locks = [lock for lock in (cache.lock(keys[k]) for k in sorted(missing, key=keys.get)) if lock is not None]
         try:
-            for lock in locks:  # in key order, so two jobs never hold one each of two keys
-                lock.acquire()
+            for lock in list(locks):  # in key order, so two jobs never hold one each of two keys
+                try:
+                    lock.acquire()
+                except OSError as exc:  # cannot even create a lock file there: compute without it
+                    log.warning("statistics cache: cannot lock %s (%s); computing without the lock", exc.filename,
+                                exc.strerror or exc)
+                    locks.remove(lock)
             if any(lock.waited for lock in locks):
                 lookup("waited")  # whoever held the lock has probably just written the entry
             missing = [k for k in kinds if k not in found]

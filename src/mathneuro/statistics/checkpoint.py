@@ -110,8 +110,13 @@ class PassCheckpoint:
         info = {"format": FORMAT, "identity": self.identity, "batches_done": state.batches_done,
                 "num_batches": num_batches, "num_tokens": state.num_tokens,
                 "shapes": {k: list(v.shape) for k, v in tensors.items()}}
-        atomic_write(self.path, lambda tmp: save_file(tensors, tmp, metadata={"checkpoint": json.dumps(info)}))
         self._last_save = time.monotonic()
+        try:
+            atomic_write(self.path, lambda tmp: save_file(tensors, tmp, metadata={"checkpoint": json.dumps(info)}))
+        except OSError as exc:  # a checkpoint only saves time: go on without it
+            log.warning("statistics checkpoint not saved (%s: %s); the pass goes on without one", exc.filename,
+                        exc.strerror or exc)
+            return
         self.saved = state.batches_done
 
     def clear(self) -> None:

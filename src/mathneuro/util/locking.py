@@ -57,13 +57,17 @@ class FileLock:
     # -- acquiring ---------------------------------------------------------------------------
     def _try_create(self) -> bool:
         try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)  # less the umask
         except FileExistsError:
             return False
         info = {"host": socket.gethostname(), "boot": _boot_id(), "pid": os.getpid(), "time": time.time(),
                 "token": self.token, **_slurm_attempt()}
-        with os.fdopen(fd, "w") as f:
-            json.dump(info, f)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(info, f)
+        except OSError as exc:  # disk full: an empty lock file would make every later waiter wait it out
+            self.path.unlink(missing_ok=True)
+            raise OSError(exc.errno, exc.strerror or str(exc), str(self.path)) from None
         return True
 
     def holder(self) -> dict | None:
