@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from mathneuro.edit.intervention import apply_intervention
-from mathneuro.edit.interventions import InterventionContext, resolve_intervention
+from mathneuro.edit.interventions import InterventionContext, default_intervention_node, resolve_intervention
+from mathneuro.edit.interventions.registry import set_foreign_settings
 from mathneuro.edit.interventions.units import mlp_linears, weight_masks
 from mathneuro.methods import mathneuro_selection, random_neuron_selection
 from mathneuro.methods.selection import Selection
@@ -194,10 +195,15 @@ def test_bad_settings_are_refused_naming_the_key():
                       ({"name": "finetune", "optimizer": "lion"}, "intervention.optimizer"),
                       ({"name": "noise", "relative_std": -1.0}, "intervention.relative_std"),
                       ({"name": "prune", "scalar": 1.1}, "intervention.scalar"),
-                      ({"name": "scale", "steps": "x"}, "intervention.steps"),
+                      ({"name": "finetune", "steps": "x"}, "intervention.steps"),
                       ({"name": "scale", "bogus": 1}, "intervention.bogus"),
                       ({"name": "finetun"}, "intervention.name"),
                       ({"name": "finetune", "data": {"name": "g", "path": "/x/test.jsonl", "template": "{q}"}},
                        "intervention.data")]:
         with pytest.raises(ValueError, match=f"^{key}"):
             resolve_intervention(node)
+    # a setting of another built-in intervention is ignored by resolution, and named when someone set it
+    node = {**default_intervention_node(), "name": "scale", "scalar": 1.1, "steps": 5}
+    spec, _ = resolve_intervention(node)
+    assert set_foreign_settings(node, spec) == ["intervention.steps"]
+    assert set_foreign_settings({**node, "steps": 20}, spec, ["intervention.lr=1e-4"]) == ["intervention.lr"]

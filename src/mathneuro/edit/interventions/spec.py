@@ -119,6 +119,16 @@ class InterventionSpec:
         """The names of its settings (``name`` aside)."""
         return [f.name for f in dataclasses.fields(self.config) if f.name != "name"]
 
+    def default(self, setting: str) -> Any:
+        """The dataclass default of ``setting`` (None if it has none)."""
+        for f in dataclasses.fields(self.config):
+            if f.name == setting:
+                if f.default is not dataclasses.MISSING:
+                    return f.default
+                if f.default_factory is not dataclasses.MISSING:
+                    return f.default_factory()
+        return None
+
     def check_unit(self, unit: str, method: str, key: str = "intervention.name") -> None:
         """Refuse (ValueError naming ``key``) a selection unit this intervention cannot edit."""
         if unit not in self.units:
