@@ -98,7 +98,11 @@ def resolve_intervention(node: Any, key: str = "intervention") -> tuple[Interven
     if unknown:
         allowed = ", ".join(sorted(names - {"name"})) or "none"
         raise ValueError(f"{key}.{unknown[0]}: not a setting of intervention {spec.name!r}; its settings: {allowed}")
-    cfg = _structured(spec.config, {k: v for k, v in data.items() if k in names}, key)
+    schema, own = _builtin_fields(), {f.name: f.default for f in dataclasses.fields(spec.config)}
+    # a setting left at the schema's None (another built-in's "unset") keeps this intervention's own default
+    values = {k: v for k, v in data.items() if k in names
+              and not (v is None and k in schema and schema[k] is None and own.get(k) not in (None, dataclasses.MISSING))}
+    cfg = _structured(spec.config, values, key)
     validate = getattr(cfg, "validate", None)
     if callable(validate):
         validate(key)

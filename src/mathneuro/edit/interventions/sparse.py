@@ -40,11 +40,21 @@ class SparseTrainable:
         self.vector.grad = torch.zeros_like(self.vector)
         self._flags = {id(p): (p, p.requires_grad) for p in model.parameters()}
         self._hooks: list = []
-        for p in model.parameters():
+        self.attach()
+
+    def attach(self) -> None:
+        """Freeze every parameter but the selected ones' and hook those to gather their gradients."""
+        for p in self.model.parameters():
             p.requires_grad_(False)
         for _name, param, index, start, n in self.slices:
             param.requires_grad_(True)
             self._hooks.append(param.register_post_accumulate_grad_hook(self._gather(index, start, n)))
+
+    def detach(self) -> None:
+        """Take the gradient hooks off (:meth:`attach` puts them back)."""
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks.clear()
 
     def _gather(self, index: torch.Tensor, start: int, n: int):
         def hook(param: torch.Tensor) -> None:
@@ -71,9 +81,7 @@ class SparseTrainable:
 
     def release(self) -> None:
         """Remove the gradient hooks, drop any gradient, restore every parameter's ``requires_grad``."""
-        for handle in self._hooks:
-            handle.remove()
-        self._hooks.clear()
+        self.detach()
         for param, flag in self._flags.values():
             param.grad = None
             param.requires_grad_(flag)
