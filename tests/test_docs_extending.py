@@ -10,9 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
+from mathneuro.edit.interventions import InterventionContext, default_intervention_node, resolve_intervention
+from mathneuro.edit.interventions.registry import INTERVENTIONS
 from mathneuro.methods.registry import METHODS, resolve_method
+from mathneuro.methods.selection import Selection
 from mathneuro.methods.spec import MethodInputs
 from mathneuro.models.targets import find_target_linears, weight_parameters
 from mathneuro.models.tiny import tiny_model
@@ -72,8 +76,6 @@ def test_the_worked_example_selects_and_its_references_match_each_methods_size(m
 @pytest.fixture
 def my_interventions(tmp_path, monkeypatch):
     """The page's intervention module, importable as ``my_interventions``; its registration is undone afterwards."""
-    from mathneuro.edit.interventions.registry import INTERVENTIONS
-
     (tmp_path / "my_interventions.py").write_text(blocks("python")["lab/my_interventions.py"])
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(INTERVENTIONS, "_entries", dict(INTERVENTIONS._entries))
@@ -82,11 +84,6 @@ def my_interventions(tmp_path, monkeypatch):
 
 
 def test_the_intervention_example_permutes_only_the_selection_and_undoes_exactly(my_interventions):
-    import torch
-
-    from mathneuro.edit.interventions import InterventionContext, default_intervention_node, resolve_intervention
-    from mathneuro.methods.selection import Selection
-
     model, tok = tiny_model("qwen2")
     weights = weight_parameters(find_target_linears(model))
     gen = torch.Generator().manual_seed(0)

@@ -75,7 +75,7 @@ def test_a_users_intervention_runs_with_its_random_reference_and_the_report_pair
         data = json.loads(path.read_text())
         results[(data["point"]["method"], data["point"]["seed"])] = data
     assert len(results) == 4
-    for (method, _seed), data in results.items():
+    for data in results.values():
         assert data["point"]["intervention"] == "shuffle"
         assert data["point"]["intervention_args"] == {"seed": 3} and data["point"]["scalar"] is None
         assert data["intervention"] == {"name": "shuffle", "matrices": 14, "seed": 3}
