@@ -207,3 +207,14 @@ def test_bad_settings_are_refused_naming_the_key():
     spec, _ = resolve_intervention(node)
     assert set_foreign_settings(node, spec) == ["intervention.steps"]
     assert set_foreign_settings({**node, "steps": 20}, spec, ["intervention.lr=1e-4"]) == ["intervention.lr"]
+
+
+@pytest.mark.parametrize("name,settings", [("noise", {"relative_std": 0.5}), ("finetune", FINETUNE)])
+def test_a_bfloat16_model_changes_only_the_selection_and_undoes_bit_for_bit(name, settings):
+    model, tok = tiny_model("qwen2", dtype=torch.bfloat16)
+    selection = weight_selection(model, tok)
+    before = snapshot(model)
+    with apply(name, model, tok, selection, **settings):
+        assert_only_masked_changed(model, before, selection.masks, all_masked_changed=False)
+        assert sum(int((p != before[n]).sum()) for n, p in model.named_parameters()) > 0
+    assert all(torch.equal(bits(p), bits(before[n])) for n, p in model.named_parameters())
