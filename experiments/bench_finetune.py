@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
         optimizer.step()
         trainable.write_back()
 
-    def run(step, bucket: dict) -> None:
+    def run(step, bucket: dict, label: str) -> None:
         if step is plain_step:
             trainable.detach()  # no gathering hooks in the plain step
         else:
@@ -115,13 +115,16 @@ def main(argv: list[str] | None = None) -> dict:
         bucket.setdefault("seconds", []).append(time.perf_counter() - t0)
         bucket.setdefault("peak_rss_mb", []).append(peak_rss_mb())
         bucket.setdefault("rss_before_mb", []).append(before)
+        print(json.dumps({"step": label, "seconds": round(bucket["seconds"][-1], 3), "peak_rss_mb": bucket["peak_rss_mb"][-1],
+                          "rss_before_mb": before}), flush=True)  # each step as it ends: a cut-short run still says
 
     timings: dict[str, dict] = {"plain": {}, "finetune": {}}
-    run(plain_step, {})
-    run(finetune_step, {})  # warm-ups (the optimizer's state is allocated here)
+    print(json.dumps({"weights_mb": round(weights_mb, 1), "selected": selected}), flush=True)
+    run(plain_step, {}, "plain warm-up")
+    run(finetune_step, {}, "finetune warm-up")  # the optimizer's state is allocated here
     for _ in range(args.reps):
-        run(plain_step, timings["plain"])
-        run(finetune_step, timings["finetune"])
+        run(plain_step, timings["plain"], "plain")
+        run(finetune_step, timings["finetune"], "finetune")
     trainable.release()
     state = state_bytes(optimizer)
     index_bytes = sum(s[2].numel() * s[2].element_size() for s in trainable.slices)
