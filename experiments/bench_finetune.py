@@ -20,6 +20,8 @@ the undo's originals, the trainable vector and its gradient) is printed too.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import json
 import platform
 import statistics
@@ -55,6 +57,17 @@ def rss_now_mb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def release_free_memory() -> None:
+    """Hand memory freed by the previous step back to the OS (glibc keeps it otherwise), so that each step's
+    resident peak is its own live memory, not what the other step left in the allocator's free lists."""
+    name = ctypes.util.find_library("c")
+    if name:
+        try:
+            ctypes.CDLL(name).malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
 
 
 def cpu_name() -> str:
@@ -108,6 +121,7 @@ def main(argv: list[str] | None = None) -> dict:
             trainable.detach()  # no gathering hooks in the plain step
         else:
             trainable.attach()
+        release_free_memory()
         before = rss_now_mb()
         reset_peak_memory()
         t0 = time.perf_counter()
