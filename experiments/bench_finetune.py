@@ -12,9 +12,13 @@ count per matrix is at most this, so this is its upper bound), a batch of ``--ba
 ``--reps`` times each after one warm-up of each, and prints the median seconds of each and their ratio,
 the peak resident memory of each step (``VmHWM``, reset before each) against the weights' bytes, and
 the optimizer state in bytes per selected weight. The selection's other bookkeeping (the flat indices,
-the undo's originals, the trainable vector and its gradient) is printed too.
+the undo's originals, the trainable vector and its gradient) is printed too. Memory freed by a step is
+handed back to the OS before the next (``malloc_trim``); for resident peaks that follow live tensors
+closely, run it with ``MALLOC_MMAP_THRESHOLD_=65536`` (every large tensor its own mapping, returned
+when freed), which costs some speed: time it without.
 
     .venv/bin/python experiments/bench_finetune.py --threads 1 --dtype float32
+    MALLOC_MMAP_THRESHOLD_=65536 .venv/bin/python experiments/bench_finetune.py --threads 1 --reps 1
 """
 
 from __future__ import annotations
@@ -49,7 +53,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tokens", type=int, default=256)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--out", default=None, help="write the summary JSON here")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.reps < 1:
+        p.error("--reps: at least 1 (the warm-ups are not counted)")
+    return args
 
 
 def rss_now_mb() -> float:
