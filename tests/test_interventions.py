@@ -218,3 +218,15 @@ def test_a_bfloat16_model_changes_only_the_selection_and_undoes_bit_for_bit(name
         assert_only_masked_changed(model, before, selection.masks, all_masked_changed=False)
         assert sum(int((p != before[n]).sum()) for n, p in model.named_parameters()) > 0
     assert all(torch.equal(bits(p), bits(before[n])) for n, p in model.named_parameters())
+
+
+def test_finetune_trains_on_a_named_dataset_and_records_it(tmp_path):
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(f'{{"q": "{a} + {a} = {2 * a}"}}\n' for a in range(12)))
+    model, tok = tiny_model("llama")
+    selection = weight_selection(model, tok)
+    node = {**FINETUNE, "data": {"name": "sums", "path": str(data), "template": "{q}"}}
+    with apply("finetune", model, tok, selection, texts=[], **node) as edit:  # the task samples are not read
+        record = edit.record
+    assert record["data"]["source"] == "data" and record["data"]["name"] == "sums"
+    assert record["data"]["num_texts"] == 12 and record["data"]["path"] == str(data) and record["data"]["texts_hash"]
