@@ -11,7 +11,8 @@ count per matrix is at most this, so this is its upper bound), a batch of ``--ba
 
 ``--reps`` times each after one warm-up of each, and prints the median seconds of each and their ratio,
 the peak resident memory of each step (``VmHWM``, reset before each) against the weights' bytes, and
-the optimizer state in bytes per selected weight. The selection's other bookkeeping (the flat indices,
+the optimizer state in bytes per selected weight. A step's own memory is the peak of anonymous resident
+memory during it above what it started with (:class:`AnonPeak`). The selection's other bookkeeping (the flat indices,
 the undo's originals, the trainable vector and its gradient) is printed too. Memory freed by a step is
 handed back to the OS before the next (``malloc_trim``); for resident peaks that follow live tensors
 closely, run it with ``MALLOC_MMAP_THRESHOLD_=65536`` (every large tensor its own mapping, returned
@@ -29,6 +30,7 @@ import ctypes.util
 import json
 import platform
 import statistics
+import threading
 import time
 from pathlib import Path
 
@@ -59,11 +61,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def rss_now_mb() -> float:
+def rss_now_mb(field: str = "VmRSS") -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+class AnonPeak:
+    """The peak of anonymous resident memory (``RssAnon``: tensors, not the file-backed pages of mapped
+    weights, which the kernel may drop and reread) while inside, sampled every 5 ms by a thread."""
+
+    def __enter__(self) -> AnonPeak:
+        self.before = self.peak = rss_now_mb("RssAnon")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, rss_now_mb("RssAnon"))
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_now_mb("RssAnon"))
 
 
 def release_free_memory() -> None:
@@ -131,13 +154,16 @@ def main(argv: list[str] | None = None) -> dict:
         release_free_memory()
         before = rss_now_mb()
         reset_peak_memory()
-        t0 = time.perf_counter()
-        step()
-        bucket.setdefault("seconds", []).append(time.perf_counter() - t0)
+        with AnonPeak() as anon:
+            t0 = time.perf_counter()
+            step()
+            bucket.setdefault("seconds", []).append(time.perf_counter() - t0)
+        bucket.setdefault("anon_added_mb", []).append(anon.peak - anon.before)
         bucket.setdefault("peak_rss_mb", []).append(peak_rss_mb())
         bucket.setdefault("rss_before_mb", []).append(before)
         print(json.dumps({"step": label, "seconds": round(bucket["seconds"][-1], 3), "peak_rss_mb": bucket["peak_rss_mb"][-1],
-                          "rss_before_mb": before}), flush=True)  # each step as it ends: a cut-short run still says
+                          "rss_before_mb": before, "anon_added_mb": round(anon.peak - anon.before, 1),
+                          "anon_before_mb": round(anon.before, 1)}), flush=True)  # each step as it ends: a cut-short run still says
 
     timings: dict[str, dict] = {"plain": {}, "finetune": {}}
     print(json.dumps({"weights_mb": round(weights_mb, 1), "selected": selected}), flush=True)
@@ -159,6 +185,8 @@ def main(argv: list[str] | None = None) -> dict:
         "plain_peak_rss_mb": round(max(timings["plain"]["peak_rss_mb"]), 1),
         "finetune_peak_rss_mb": round(max(timings["finetune"]["peak_rss_mb"]), 1),
         "rss_before_mb": round(min(timings["plain"]["rss_before_mb"] + timings["finetune"]["rss_before_mb"]), 1),
+        "plain_anon_added_mb": round(max(timings["plain"]["anon_added_mb"]), 1),
+        "finetune_anon_added_mb": round(max(timings["finetune"]["anon_added_mb"]), 1),
         "optimizer_state_bytes": state, "optimizer_bytes_per_selected": round(state / selected, 3),
         "vector_and_grad_bytes": 2 * 4 * selected, "index_bytes": index_bytes, "undo_originals_bytes": originals_bytes,
         "all_seconds": {k: [round(x, 3) for x in v["seconds"]] for k, v in timings.items()},
