@@ -34,7 +34,8 @@ def test_help_names_mathneuro_says_what_it_does_and_lists_only_real_options(tmp_
     assert "_schema" not in out  # the structured configs are no options to pick
     groups = {line.split(":")[0]: line.split(": ", 1)[1].split(", ") for line in out.splitlines()
               if line.startswith(("model: ", "task: ", "filter: ", "method: ", "eval: ", "logger: ", "intervention: "))}
-    assert groups["intervention"] == ["prune", "scale"] and groups["logger"] == ["none", "wandb"]
+    assert groups["intervention"] == ["finetune", "mean_ablate", "noise", "prune", "scale"]
+    assert groups["logger"] == ["none", "wandb"]
     for group in ("model", "task", "filter", "method", "eval"):
         assert groups[group] == sorted(p.stem for p in (ROOT / "conf" / group).glob("*.yaml")), group
     assert "top_k: 0.05" in out  # the composed config follows, with its defaults

@@ -25,7 +25,7 @@ def keys_of(obj: object, prefix: str = "") -> list[str]:
         key = f"{prefix}{field.name}"
         if dataclasses.is_dataclass(value):
             out += keys_of(value, f"{key}.")
-        elif key != "method":
+        elif key not in ("method", "intervention"):
             out.append(key)
     return out
 
@@ -39,13 +39,21 @@ def builtin_method_keys() -> list[str]:
     return sorted(keys)
 
 
+def builtin_intervention_keys() -> list[str]:
+    from mathneuro.edit.interventions.registry import BUILTIN_INTERVENTIONS, INTERVENTIONS
+
+    return sorted({f"intervention.{f.name}" for name in BUILTIN_INTERVENTIONS
+                   for f in dataclasses.fields(INTERVENTIONS.get(name).config)})
+
+
 def documented(key: str) -> bool:
     return f"`{key}`" in PAGE
 
 
 def test_every_structured_config_key_is_documented():
-    keys = keys_of(dataclasses.replace(Config(), filter=DatasetConfig())) + builtin_method_keys()  # filter: optional
+    keys = keys_of(dataclasses.replace(Config(), filter=DatasetConfig())) + builtin_method_keys() + builtin_intervention_keys()  # filter: optional
     assert "eval.arith.num_fewshot" in keys and "method.share" in keys and "task.template" in keys
+    assert "intervention.steps" in keys and "intervention.relative_std" in keys
     missing = [k for k in keys if not documented(k)]
     assert not missing, f"docs/configuration.md lacks {missing}"
 

@@ -10,9 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
+from mathneuro.edit.interventions import InterventionContext, default_intervention_node, resolve_intervention
+from mathneuro.edit.interventions.registry import INTERVENTIONS
 from mathneuro.methods.registry import METHODS, resolve_method
+from mathneuro.methods.selection import Selection
 from mathneuro.methods.spec import MethodInputs
 from mathneuro.models.targets import find_target_linears, weight_parameters
 from mathneuro.models.tiny import tiny_model
@@ -67,3 +71,36 @@ def test_the_worked_example_selects_and_its_references_match_each_methods_size(m
     assert picked["random_largest"][1].masks.keys() == largest.masks.keys()
     assert picked["random_firing_gap"][1].counts() == gap.counts()
     assert picked["random_firing_gap"][1].meta["reference"] == "my_methods:firing_gap"
+
+
+@pytest.fixture
+def my_interventions(tmp_path, monkeypatch):
+    """The page's intervention module, importable as ``my_interventions``; its registration is undone afterwards."""
+    (tmp_path / "my_interventions.py").write_text(blocks("python")["lab/my_interventions.py"])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(INTERVENTIONS, "_entries", dict(INTERVENTIONS._entries))
+    yield importlib.import_module("my_interventions")
+    sys.modules.pop("my_interventions", None)
+
+
+def test_the_intervention_example_permutes_only_the_selection_and_undoes_exactly(my_interventions):
+    model, tok = tiny_model("qwen2")
+    weights = weight_parameters(find_target_linears(model))
+    gen = torch.Generator().manual_seed(0)
+    selection = Selection({n: torch.rand(w.shape, generator=gen) < 0.2 for n, w in weights.items()})
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    # named by import path, from a node holding every built-in setting (as the runner's is)
+    spec, cfg = resolve_intervention({**default_intervention_node(), "name": "my_interventions:shuffle"})
+    assert spec.name == "shuffle" and spec.units == ("weights",) and cfg.seed == 0
+    with spec(InterventionContext(model=model, tokenizer=tok, selection=selection), cfg) as edit:
+        for name, p in model.named_parameters():
+            mask = selection.masks.get(name)
+            if mask is None:
+                assert torch.equal(p, before[name])
+                continue
+            assert torch.equal(p[~mask], before[name][~mask])
+            assert torch.equal(p[mask].sort().values, before[name][mask].sort().values)  # the same values
+            assert not torch.equal(p[mask], before[name][mask])  # in other places
+        assert edit.record == {"matrices": len(selection.masks), "seed": 0}
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+    assert spec.point(cfg) == {"scalar": None, "intervention_args": {"seed": 0}}

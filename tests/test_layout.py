@@ -162,6 +162,48 @@ def test_no_module_outside_methods_compares_a_method_name():
     assert bad == []
 
 
+def _mentions_an_intervention(node: ast.AST) -> bool:
+    """An expression holding an intervention's name: ``cfg.intervention.name``, ``point.get("intervention")``,
+    ``point["intervention"]``, ``spec.name`` of an intervention spec (``ispec`` / ``intervention_spec``)."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and sub.attr == "name" and isinstance(sub.value, ast.Attribute) and \
+                sub.value.attr == "intervention":
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr == "name" and isinstance(sub.value, ast.Name) and \
+                sub.value.id in ("ispec", "intervention_spec"):
+            return True
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "get" and any(
+                isinstance(a, ast.Constant) and a.value == "intervention" for a in sub.args[:1]):
+            return True
+        if isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Constant) and sub.slice.value == "intervention":
+            return True
+    return False
+
+
+def test_no_module_outside_the_interventions_compares_an_intervention_name():
+    """Facts about an intervention live on its spec (edit/interventions/<name>.py): the runner, the config
+    checks and the reports never test which intervention runs, so a user's intervention is as first-class
+    as a built-in one (``intervention.name=pkg.mod:fn``)."""
+    from mathneuro.edit.interventions.registry import BUILTIN_INTERVENTIONS
+
+    names = set(BUILTIN_INTERVENTIONS)
+    bad = []
+    for name, (path, tree) in _sources().items():
+        if name.startswith("mathneuro.edit.interventions"):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Compare):
+                continue
+            operands = [node.left, *node.comparators]
+            literal = [c for o in operands for c in ast.walk(o) if isinstance(c, ast.Constant) and c.value in names]
+            strings = [o for o in operands if (isinstance(o, ast.Constant) and isinstance(o.value, str)) or (
+                isinstance(o, (ast.Tuple, ast.List, ast.Set)) and any(isinstance(e, ast.Constant) for e in o.elts))]
+            by_name = bool(strings) and any(_mentions_an_intervention(o) for o in operands)
+            if literal or by_name:
+                bad.append(f"{path.relative_to(SRC)}:{node.lineno}: {ast.unparse(node)}")
+    assert bad == []
+
+
 @pytest.mark.integration  # a subprocess: a fresh interpreter's sys.modules
 def test_runner_imports_nothing_from_the_report_layer():
     code = ("import sys, mathneuro.pipeline.runner, mathneuro.pipeline.cli; "

@@ -156,6 +156,12 @@ def test_interrupted_multirun_resumes_without_redoing_points(tiny_dir, tmp_path)
         ("top_k=1.5", "top_k"),
         ("num_samples=0", "num_samples"),
         ("intervention=scale intervention.scalar=nan", "intervention.scalar"),
+        ("intervention=finetune intervention.steps=0", "intervention.steps"),
+        ("intervention=finetune intervention.optimizer=lion", "intervention.optimizer: unknown value 'lion'"),
+        ("intervention=mean_ablate", "intervention.name: intervention 'mean_ablate' edits neurons selections; "
+                                     "method 'mathneuro' selects weights"),
+        ("intervention=prune intervention.steps=3", "intervention.steps: not a setting of intervention 'prune'"),
+        ("intervention=mean_ablate method=lape export_model=true", "export_model: intervention 'mean_ablate'"),
         ("task.path=/nonexistent/file.jsonl", "task.path"),
         ("task.template='{nosuchfield}'", "task.template"),
         ("method.name=nope", "method.name"),

@@ -1,3 +1,4 @@
-"""Stage 4, edit: scale or prune a selection in place with an exact undo
-(:mod:`~mathneuro.edit.intervention`), and write the edited model as a plain folder
-(:mod:`~mathneuro.edit.export`)."""
+"""Stage 4, edit: what is done to a selection, undoably. The registered interventions (prune, scale,
+noise, mean_ablate, finetune, yours) are in :mod:`~mathneuro.edit.interventions`; the undo handle
+they all return and the scalar edit in :mod:`~mathneuro.edit.intervention`; writing the edited
+model as a plain folder in :mod:`~mathneuro.edit.export`."""

@@ -1,14 +1,19 @@
-"""Interventions: multiply selected weights (or MLP neuron activations) by a scalar, undoably.
+"""The undoable edit every intervention returns (:class:`Intervention`), and the scalar edit itself.
 
+:func:`apply_intervention` multiplies selected weights (or MLP neuron activations) by a scalar:
 ``scalar = 0`` prunes; ``scalar = 1.1`` scales up. Weight edits happen in place and keep the
-original values of the touched entries, so :meth:`Intervention.undo` restores every parameter
-bit for bit and one loaded model serves a whole grid of K × scalar × method. Neuron edits
-are forward hooks on the MLP activation modules, removed on undo.
+original values of the touched entries (:meth:`Intervention.save`), so :meth:`Intervention.undo`
+restores every parameter bit for bit and one loaded model serves a whole grid of K × scalar ×
+method. Neuron edits are forward hooks, removed on undo. The registered interventions (scale,
+prune, noise, mean_ablate, finetune, yours) live in :mod:`mathneuro.edit.interventions`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -24,17 +29,46 @@ def check_scalar(scalar: float, key: str = "intervention.scalar") -> float:
 
 
 class Intervention:
-    """A handle on an applied edit: ``undo()`` (or leaving the ``with`` block) reverts it exactly."""
+    """A handle on an applied edit: ``undo()`` (or leaving the ``with`` block) reverts it exactly.
+
+    An intervention calls :meth:`save` before it writes into a weight (the touched entries' original
+    values are kept), :meth:`hook` for every hook it registers and :meth:`on_undo` for anything else
+    to restore; ``record`` holds what ``results.json`` records of the edit (its ``intervention`` block);
+    ``bake`` (optional) is a context manager factory that turns hook edits into weights while the
+    edited model is exported.
+    """
 
     def __init__(self) -> None:
         self._saved: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (flat param, index, original)
         self._hooks: list = []
+        self._callbacks: list[Callable[[], None]] = []
+        self.record: dict[str, Any] = {}
+        self.bake: Callable[[], contextlib.AbstractContextManager] | None = None
         self.active = True
+
+    @torch.no_grad()
+    def save(self, param: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keep the original values of ``param``'s flat entries ``index`` for the undo; returns
+        ``(flat view of param, original values)``."""
+        flat = param.data.view(-1)
+        original = flat.index_select(0, index)
+        self._saved.append((flat, index, original))
+        return flat, original
+
+    def hook(self, handle: Any) -> None:
+        """A hook handle (``.remove()``) taken off on undo."""
+        self._hooks.append(handle)
+
+    def on_undo(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` on undo, before the saved weights are restored."""
+        self._callbacks.append(fn)
 
     def undo(self) -> None:
         """Restore the touched weights and remove activation hooks; idempotent."""
         if not self.active:
             return
+        for fn in reversed(self._callbacks):
+            fn()
         with torch.no_grad():
             for flat, index, original in reversed(self._saved):
                 flat.index_copy_(0, index, original)
@@ -42,13 +76,33 @@ class Intervention:
             handle.remove()
         self._saved.clear()
         self._hooks.clear()
+        self._callbacks.clear()
         self.active = False
+
+    @contextlib.contextmanager
+    def baked(self, name: str = "this intervention") -> Iterator[None]:
+        """While inside: the edit as plain weights, for ``save_pretrained`` (hooks are invisible to it).
+        An edit made of weights alone needs nothing; a hook edit without ``bake`` is a ValueError."""
+        if self.bake is not None:
+            with self.bake():
+                yield
+            return
+        if self._hooks:
+            raise ValueError(f"export_model: {name} edits activations through hooks, which a saved model "
+                             "cannot hold; export_model=false")
+        yield
 
     def __enter__(self) -> Intervention:
         return self
 
     def __exit__(self, *exc) -> None:
         self.undo()
+
+
+def flat_index(mask: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """The flat int64 indices of a boolean mask's True entries, on ``device`` (index_select / index_copy_
+    are several times faster than boolean indexing)."""
+    return mask.reshape(-1).nonzero().squeeze(1).to(device)
 
 
 def _scale_hook(indices: torch.Tensor, scalar: float):
@@ -82,15 +136,12 @@ def apply_intervention(model: nn.Module, selection: Selection, scalar: float) ->
                 raise ValueError(f"mask for {name} has shape {tuple(mask.shape)}, weight {tuple(param.shape)}")
             if not bool(mask.any()):
                 continue
-            # flat indices: index_select/index_copy_ are several times faster than boolean indexing
-            index = mask.reshape(-1).nonzero().squeeze(1).to(param.device)
-            flat = param.data.view(-1)
-            original = flat.index_select(0, index)
-            handle._saved.append((flat, index, original))
+            index = flat_index(mask, param.device)
+            flat, original = handle.save(param, index)
             flat.index_copy_(0, index, original * scalar)
         for name, idx in selection.neurons.items():
             if idx.numel():
-                handle._hooks.append(modules[name].register_forward_hook(_scale_hook(idx, scalar)))
+                handle.hook(modules[name].register_forward_hook(_scale_hook(idx, scalar)))
     except Exception:
         handle.undo()
         raise

@@ -45,11 +45,13 @@ def selection_digest(selection: Any) -> str:
     return h.hexdigest()
 
 
-def edit_key(identity: dict, eval_fingerprint: str, stop_ids: list[int], selection: Any, scalar: float,
+def edit_key(identity: dict, eval_fingerprint: str, stop_ids: list[int], selection: Any, scalar: Any,
              log_samples: bool) -> str:
-    """The key of an edited model's kept task results (see the module docstring)."""
+    """The key of an edited model's kept task results (see the module docstring); ``scalar``: the
+    intervention's identity (a scale factor, or its settings)."""
+    edit = float(scalar) if isinstance(scalar, (int, float)) and not isinstance(scalar, bool) else scalar
     payload = {"model": identity, "eval": eval_fingerprint, "generation_eos_ids": sorted(stop_ids),
-               "selection": selection_digest(selection), "scalar": float(scalar), "log_samples": bool(log_samples)}
+               "selection": selection_digest(selection), "scalar": edit, "log_samples": bool(log_samples)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -88,10 +88,11 @@ def job_dirname(override_dirname: str, max_len: int = 200) -> str:
 
 def format_table(results: dict) -> str:
     """A short plain-text table: each metric before and after the edit, and the selection size."""
-    sel = results["selection"]
+    sel, point = results["selection"], results["point"]
+    edit = f"scalar={point['scalar']}" if point.get("scalar") is not None else f"intervention={point.get('intervention')}"
     lines = [
-        f"method={results['point']['method']} top_k={results['point']['top_k']} "
-        f"scalar={results['point']['scalar']}: {sel['num_selected']:,} selected "
+        f"method={point['method']} top_k={point['top_k']} "
+        f"{edit}: {sel['num_selected']:,} selected "
         f"({100 * (sel['fraction_of_model'] or 0):.3f}% of the model)",
     ]
     if sel.get("num_weights_edited") not in (None, sel["num_selected"]):  # neurons: the weights they feed

@@ -1,8 +1,9 @@
 """Structured configs: dataclasses that type-check every config group before any model loads.
 
 Registered in Hydra's ConfigStore as the schema of ``conf/config.yaml`` and of each group
-(``model``, ``task``, ``filter``, ``intervention``, ``eval``, ``logger``); ``method`` is typed per
-method by :func:`mathneuro.methods.registry.resolve_method`.
+(``model``, ``task``, ``filter``, ``eval``, ``logger``); ``method`` is typed per method by
+:func:`mathneuro.methods.registry.resolve_method` and ``intervention`` per intervention by
+:func:`mathneuro.edit.interventions.registry.resolve_intervention`.
 :func:`validate` checks values OmegaConf's types cannot (ranges, names) and raises
 :class:`ConfigError` with one line naming the key and what is allowed.
 """
@@ -17,7 +18,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from mathneuro.data.datasets import DatasetConfig
-from mathneuro.edit.intervention import check_scalar
+from mathneuro.edit.interventions.registry import default_intervention_node, resolve_intervention
 from mathneuro.evaluation import EvalConfig
 from mathneuro.methods.registry import default_method_node, resolve_method
 from mathneuro.methods.topk import check_fraction
@@ -25,7 +26,6 @@ from mathneuro.models.embedded import cache_root
 from mathneuro.pipeline.errors import ConfigError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-INTERVENTIONS = ("prune", "scale")
 LOGGERS = ("wandb", "none")
 WANDB_MODES = ("offline", "online", "disabled")
 
@@ -51,6 +51,9 @@ class ModelConfig:
 
 @dataclass
 class InterventionConfig:
+    """The schema of a scalar intervention's group file (``intervention_schema``); the ``intervention`` node
+    itself is typed per intervention (its config dataclass, see mathneuro.edit.interventions)."""
+
     name: str = "prune"
     scalar: float = 0.0
 
@@ -103,7 +106,8 @@ class Config:
     filters: dict[str, DatasetConfig] = field(default_factory=dict)
     # The method's own settings (see mathneuro.methods.registry); typed per method by resolve_method.
     method: Any = field(default_factory=default_method_node)
-    intervention: InterventionConfig = field(default_factory=InterventionConfig)
+    # The intervention's own settings (see mathneuro.edit.interventions); typed per intervention by resolve_intervention.
+    intervention: Any = field(default_factory=default_intervention_node)
     eval: EvalConfig = field(default_factory=EvalConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
@@ -149,10 +153,7 @@ def _check(cfg: Any) -> None:
     if cfg.max_length < 1:
         raise ConfigError(f"max_length: must be >= 1, got {cfg.max_length}")
     resolve_method(cfg.method)
-    _allowed("intervention.name", cfg.intervention.name, INTERVENTIONS)
-    scalar = check_scalar(cfg.intervention.scalar, "intervention.scalar")
-    if cfg.intervention.name == "prune" and scalar != 0:
-        raise ConfigError(f"intervention.scalar: prune means scalar 0, got {scalar}; use intervention=scale")
+    resolve_intervention(cfg.intervention)
     _allowed("model.dtype", cfg.model.dtype, DTYPES)
     device = str(cfg.model.device)
     if not (device in ("auto", "cpu", "cuda", "mps") or device.startswith("cuda:")):

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from mathneuro import __version__
+from mathneuro.edit.interventions.registry import resolve_intervention
+from mathneuro.edit.interventions.spec import InterventionContext, InterventionSpec
 from mathneuro.evaluation.evaluator import Evaluator
 from mathneuro.methods.registry import resolve_method
 from mathneuro.methods.selection import Selection
@@ -46,25 +48,30 @@ def filter_name(cfg: Config) -> str:
 
 
 def point_summary(cfg: Config, spec: MethodSpec | None = None) -> dict:
-    """The few config values that identify a sweep point in reports, plus the method's own point fields."""
+    """The few config values that identify a sweep point in reports, plus the method's and the intervention's
+    own point fields (the intervention's ``scalar``, and its other fields as ``intervention_args``)."""
     if spec is None:
         spec, method_cfg = resolve_method(cfg.method)
         cfg = with_method(cfg, method_cfg)
+    ispec, icfg = resolve_intervention(cfg.intervention)
     point = {
         "model": cfg.model.name, "task": cfg.task.name, "filter": filter_name(cfg), "method": cfg.method.name,
-        "top_k": cfg.top_k, "intervention": cfg.intervention.name, "scalar": cfg.intervention.scalar,
+        "top_k": cfg.top_k, "intervention": ispec.name, **ispec.point(icfg),
         "seed": cfg.seed, "num_samples": cfg.num_samples,
     }
     point.update(spec.point(cfg.method))
     return point
 
 
-def with_method(cfg: Config, method_cfg: Any) -> Config:
-    """``cfg`` with its method node replaced by the method's typed config (``cfg`` itself is unchanged)."""
+def with_method(cfg: Config, method_cfg: Any, intervention_cfg: Any = None) -> Config:
+    """``cfg`` with its method node (and ``intervention_cfg``: its intervention node) replaced by the typed
+    config (``cfg`` itself is unchanged)."""
+    changes = {"method": method_cfg} | ({"intervention": intervention_cfg} if intervention_cfg is not None else {})
     if dataclasses.is_dataclass(cfg):
-        return dataclasses.replace(cfg, method=method_cfg)
+        return dataclasses.replace(cfg, **changes)
     cfg = copy.copy(cfg)
-    cfg.method = method_cfg
+    for key, value in changes.items():
+        setattr(cfg, key, value)
     return cfg
 
 
@@ -137,6 +144,22 @@ class Point:
         return {n: tuple(mod.weight.shape) for n, mod in targets.items()}
 
     @cached_property
+    def intervention(self) -> tuple[InterventionSpec, Any]:
+        """The point's intervention and its typed settings."""
+        return resolve_intervention(self.cfg.intervention)
+
+    def intervention_context(self, selection: Selection, log: Any = None) -> InterventionContext:
+        """What the intervention is given: the model, the selection, the point's seed and calibration settings,
+        and the task samples where it declared ``needs=("task_samples",)``; ``log(metrics, step)``: W&B."""
+        cfg, (ispec, _) = self.cfg, self.intervention
+        wants_task = "task_samples" in ispec.needs
+        return InterventionContext(
+            model=self.bench.model, tokenizer=self.bench.tokenizer, selection=selection, seed=cfg.seed,
+            task_texts=list(self.task.texts) if wants_task else None, task_name=self.task.name,
+            task_ids_hash=self.task.ids_hash, max_length=cfg.max_length, batch_size=cfg.batch_size,
+            progress=cfg.progress, **({"log": log} if log is not None else {}))
+
+    @cached_property
     def evaluator(self) -> Evaluator:
         return self.bench.evaluator(self.cfg.eval)
 
@@ -183,11 +206,12 @@ class Point:
         return summary
 
     def export_card(self, selection_summary: dict) -> dict:
-        """What produced an exported model: model, method, top-K, scalar, data and seed."""
+        """What produced an exported model: model, method, top-K, the intervention and its settings, data and seed."""
         cfg = self.cfg
+        ispec, icfg = self.intervention
         return {
             "model": cfg.model.name, "base_model": cfg.model.name_or_path, "method": cfg.method.name,
-            "top_k": cfg.top_k, "intervention": cfg.intervention.name, "scalar": cfg.intervention.scalar,
+            "top_k": cfg.top_k, "intervention": ispec.name, **ispec.point(icfg),
             "task_data": f"{cfg.task.name} ({cfg.task.path})",
             "filter_data": " + ".join(f"{f.name} ({f.path})" for f in filter_configs(cfg)),
             "num_samples": cfg.num_samples, "bootstrap": cfg.bootstrap, "seed": cfg.seed,

@@ -126,6 +126,15 @@ class WandbRun:
             self.run.log_artifact(art)
         self._safe(f"artifact {name}", _do)
 
+    def curve(self, values: dict[str, Any], step: int) -> None:
+        """Log one point of a curve (e.g. ``intervention/loss`` at its training step, ``intervention/step``)."""
+        def _do():
+            if not getattr(self, "_curves", None):
+                self._curves = True
+                self.run.define_metric("intervention/*", step_metric="intervention/step")
+            self.run.log({**values, "intervention/step": step})
+        self._safe("log", _do)
+
     def table(self, key: str, columns: list[str], rows: list[list[Any]]) -> None:
         """Log a table (e.g. per-layer counts of the selection)."""
         def _do():

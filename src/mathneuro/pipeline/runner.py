@@ -11,13 +11,14 @@ point (two workers on one sweep) skips it instead of repeating it.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from mathneuro.edit.export import export_edited_model
-from mathneuro.edit.intervention import apply_intervention
+from mathneuro.edit.export import export_model
+from mathneuro.edit.interventions.registry import resolve_intervention, set_foreign_settings
 from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_DIR, copy_records, samples_summary, write_samples
 from mathneuro.methods.registry import inapplicable_settings, resolve_method
@@ -61,10 +62,21 @@ def _versions() -> dict[str, str]:
 
 def stale_reason(done: dict, cfg: Config) -> str | None:
     """Why complete results of a point no longer answer ``cfg`` (None: they do): its method decides
-    (:meth:`~mathneuro.methods.spec.MethodSpec.stale_reason`; by default any of its settings changed)."""
+    (:meth:`~mathneuro.methods.spec.MethodSpec.stale_reason`; by default any of its settings changed),
+    then any setting of its intervention that differs from the recorded one."""
     spec, method_cfg = resolve_method(cfg.method)
     recorded = ((done.get("config") or {}).get("method") or {})
-    return spec.stale_reason(recorded if isinstance(recorded, dict) else {}, method_cfg)
+    reason = spec.stale_reason(recorded if isinstance(recorded, dict) else {}, method_cfg)
+    if reason:
+        return reason
+    ispec, icfg = resolve_intervention(cfg.intervention)
+    old = (done.get("config") or {}).get("intervention")
+    old = old if isinstance(old, dict) else {}
+    for name in ispec.settings():
+        before, now = _plain(old.get(name, ispec.default(name))), _plain(getattr(icfg, name))
+        if json.dumps(before, sort_keys=True, default=str) != json.dumps(now, sort_keys=True, default=str):
+            return f"made with intervention.{name}={before}, this run asks for {now}"
+    return None
 
 
 def ignored_settings(cfg: Config, spec: MethodSpec, overrides: Sequence[str], in_sweep: bool) -> list[str]:
@@ -77,6 +89,18 @@ def ignored_settings(cfg: Config, spec: MethodSpec, overrides: Sequence[str], in
                           f"{', '.join(spec.settings()) or 'none'}")
     for key in keys:
         log.warning("%s does not apply to method %s: ignored at this point", key, spec.name)
+    return keys
+
+
+def foreign_settings(cfg: Config, ispec, overrides: Sequence[str], in_sweep: bool) -> list[str]:
+    """The ``intervention.<setting>`` keys someone set that the intervention lacks: refused alone (ConfigError
+    naming the first), logged and recorded as ignored in a sweep (one across interventions uses them)."""
+    keys = set_foreign_settings(cfg.intervention, ispec, overrides)
+    if keys and not in_sweep:
+        raise ConfigError(f"{keys[0]}: not a setting of intervention {ispec.name!r}; its settings: "
+                          f"{', '.join(ispec.settings()) or 'none'}")
+    for key in keys:
+        log.warning("%s does not apply to intervention %s: ignored at this point", key, ispec.name)
     return keys
 
 
@@ -100,7 +124,15 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     t_start = time.perf_counter()
     validate(cfg)
     spec, method_cfg = resolve_method(cfg.method)
-    ignored = ignored_settings(cfg, spec, overrides, in_sweep)
+    ispec, intervention_cfg = resolve_intervention(cfg.intervention)
+    try:
+        ispec.check_unit(spec.unit, spec.name)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if cfg.export_model and not ispec.exportable:
+        raise ConfigError(f"export_model: intervention {ispec.name!r} edits activations through hooks, which a "
+                          "saved model cannot hold; export_model=false")
+    ignored = ignored_settings(cfg, spec, overrides, in_sweep) + foreign_settings(cfg, ispec, overrides, in_sweep)
     if getattr(cfg, "filters", None) and any(o.lstrip("+~").split("=", 1)[0].split(".")[0] == "filter"
                                              for o in overrides):
         raise ConfigError(f"filter: not used when filters is given ({', '.join(cfg.filters)}); list every filter "
@@ -108,7 +140,7 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     config_dict = resolved_config if resolved_config is not None else _plain(cfg)  # the method node as given
     if getattr(cfg, "filters", None):  # filters=[...] replaced filter: results.json and W&B name only what ran
         config_dict = {k: v for k, v in config_dict.items() if k != "filter"}
-    cfg = with_method(cfg, method_cfg)
+    cfg = with_method(cfg, method_cfg, intervention_cfg)
     output_dir = Path(output_dir)
     if cfg.resume:
         done = read_complete_results(output_dir)
@@ -235,17 +267,17 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
 
         metrics: dict[str, float] = {}
         drafting = None
+        ispec, icfg = point.intervention
         with point.stage("intervention"):
-            edit = apply_intervention(bench.model, selection, cfg.intervention.scalar)
+            edit = ispec(point.intervention_context(selection, wandb_run.curve), icfg)
         with edit:  # undone on leaving, whatever happens inside
             if cfg.export_model:  # the edited model, before the undo
-                with point.stage("export"):
-                    export_edited_model(bench.model, bench.tokenizer, selection, cfg.intervention.scalar,
-                                        output_dir / "model", point.export_card(summary))
+                with point.stage("export"), edit.baked(ispec.name):
+                    export_model(bench.model, bench.tokenizer, output_dir / "model", point.export_card(summary))
             if evaluate:
                 store = edited_store(output_dir, edit_key(bench.identity, cfg.eval.fingerprint(),
                                                           generation_eos_ids(bench.model), selection,
-                                                          cfg.intervention.scalar, cfg.eval.log_samples))
+                                                          ispec.edit_identity(icfg), cfg.eval.log_samples))
                 drafts_before = bench.draft_store().counts.copy()
                 point.evaluator.label = "edited model"
                 log.info("evaluating the edited model")
@@ -276,6 +308,8 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
             provenance=provenance(point.evaluator.last_task_info if evaluate else {}),
         )
         record.extra["method_facts"] = spec.facts()
+        record.extra["intervention"] = {"name": ispec.name, **edit.record}
+        record.extra["intervention_facts"] = ispec.facts()
         if ignored:
             record.extra["ignored_settings"] = ignored
         if wandb_run.run is not None:  # which W&B run holds this point (the report updates it online)

@@ -38,7 +38,7 @@ RULES = ("direction", "equivalence", "gain", "threshold", "proportion", "context
 SUPPORTS, CONTRADICTS, UNDECIDED = "supports", "contradicts", "inconclusive"
 NOT_RUN = "not run"
 #: Point fields an edited point and its random reference share (the seed too).
-MATCH = ("model", "task", "filter", "intervention", "scalar", "top_k", "num_samples", "seed")
+MATCH = ("model", "task", "filter", "intervention", "scalar", "intervention_args", "top_k", "num_samples", "seed")
 _NORMAL = NormalDist()
 
 

@@ -69,7 +69,7 @@ COLUMNS = ("method", "reference", "task", "metric", "top_k", "scalar", "seeds", 
            "ci_low", "ci_high")
 EXTRA_COLUMNS = ("side", "model", "filter", "intervention", "num_samples", *INFERENCE_COLUMNS)
 #: Point fields that must agree between an edited point and its ``random`` reference (seed too).
-MATCH_FIELDS = ("model", "task", "filter", "intervention", "scalar", "top_k", "num_samples")
+MATCH_FIELDS = ("model", "task", "filter", "intervention", "scalar", "intervention_args", "top_k", "num_samples")
 BASELINE = "baseline"
 
 

@@ -12,7 +12,8 @@ from mathneuro.pipeline.results import POINT_FIELDS, SELECTION_COLUMNS, _is_numb
 from mathneuro.report.overlap import mean_std, sort_layer_keys
 from mathneuro.util.io import atomic_write
 
-GROUP_FIELDS = ("model", "task", "filter", "method", "reference", "intervention", "top_k", "scalar", "num_samples")
+GROUP_FIELDS = ("model", "task", "filter", "method", "reference", "intervention", "intervention_args", "top_k", "scalar",
+                "num_samples")
 # (``reference``: set on ``random`` points sized by another method than MathNeuro only)
 
 

@@ -1,0 +1,136 @@
+"""Interventions by name: the units each can edit, what it needs, its own config, and how to run it.
+
+An intervention is a function ``fn(ctx: InterventionContext, cfg) -> Intervention`` registered with
+:func:`register_intervention`::
+
+    @register_intervention("clamp", config=ClampConfig, units=("weights",))
+    def clamp(ctx: InterventionContext, cfg: ClampConfig) -> Intervention: ...
+
+It edits ``ctx.model`` in place, keeping what the returned :class:`~mathneuro.edit.intervention.Intervention`
+needs to undo it bit for bit. The config node ``intervention`` (Hydra group ``intervention``) names
+it by ``name`` (a registered name or an import path ``my_pkg.my_mod:my_fn``) or by ``_target_``; its
+other keys fill the intervention's config dataclass, type-checked and validated before any model
+loads. Built-in interventions are lazy entries: nothing is imported until one is looked up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from mathneuro.edit.interventions.spec import InterventionConfig, InterventionContext, InterventionSpec
+from mathneuro.methods.registry import _node_dict, _structured
+from mathneuro.util.registry import Registry
+
+ATTRIBUTE = "__mathneuro_intervention__"  # a decorated function carries its spec here
+
+#: The built-in interventions, one file each under mathneuro/edit/interventions/, imported on first lookup.
+BUILTIN_INTERVENTIONS = {
+    "prune": "mathneuro.edit.interventions.prune:prune",
+    "scale": "mathneuro.edit.interventions.scale:scale",
+    "noise": "mathneuro.edit.interventions.noise:noise",
+    "mean_ablate": "mathneuro.edit.interventions.mean_ablate:mean_ablate",
+    "finetune": "mathneuro.edit.interventions.finetune:finetune",
+}
+
+INTERVENTIONS: Registry[InterventionSpec] = Registry("intervention", "intervention.name", InterventionSpec, ATTRIBUTE)
+for _name, _target in BUILTIN_INTERVENTIONS.items():
+    INTERVENTIONS.register(_name, _target)
+
+
+def register_intervention(name: str, target: str | None = None, *, config: type = InterventionConfig,
+                          replace: bool = False, **facts: Any):
+    """Register an intervention under ``name``; a decorator, or with ``target="module:attr"`` a lazy entry.
+
+    ``config``: its settings dataclass (subclass :class:`InterventionConfig`); ``facts``: the other fields
+    of :class:`~mathneuro.edit.interventions.spec.InterventionSpec` (``units``, ``needs``, ``point_fields``,
+    ``identity``, ``exportable``, ``description``).
+    """
+    if target is not None:
+        INTERVENTIONS.register(name, target, replace=replace)
+        return None
+    known = {f.name for f in dataclasses.fields(InterventionSpec)} - {"name", "fn", "config"}
+    unknown = sorted(set(facts) - known)
+    if unknown:
+        raise TypeError(f"register_intervention({name!r}): unknown fact {unknown[0]!r}; "
+                        f"known: {', '.join(sorted(known))}")
+    return INTERVENTIONS.decorator(name, lambda fn: InterventionSpec(name, fn, config, **facts), replace=replace)
+
+
+def _builtin_fields() -> dict[str, Any]:
+    """Every setting of a built-in intervention with its default: the keys an ``intervention`` node always accepts."""
+    out: dict[str, Any] = {}
+    for name in BUILTIN_INTERVENTIONS:
+        for f in dataclasses.fields(INTERVENTIONS.get(name).config):
+            if f.default is not dataclasses.MISSING:
+                out.setdefault(f.name, f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                out.setdefault(f.name, f.default_factory())
+    return out
+
+
+def default_intervention_node() -> dict[str, Any]:
+    """The schema default of ``intervention``: prune, with every built-in setting, so that any of them may
+    be overridden whichever intervention runs."""
+    return {**_builtin_fields(), "name": "prune"}
+
+
+def resolve_intervention(node: Any, key: str = "intervention") -> tuple[InterventionSpec, Any]:
+    """The intervention a config node names and its validated config instance.
+
+    Keys that are settings of built-in interventions but not of this one are ignored when they hold
+    their default (see :func:`set_foreign_settings` for the ones someone set); any other unknown key,
+    a wrong type or a bad value raises ValueError naming the key.
+    """
+    data = _node_dict(node)
+    target = data.pop("_target_", None)
+    name = str(target or data.get("name") or "")
+    if not name:
+        raise ValueError(f"{key}.name: empty; allowed: {', '.join(INTERVENTIONS.names())}")
+    spec = INTERVENTIONS.get(name)
+    if target:
+        data["name"] = spec.name
+    names = {f.name for f in dataclasses.fields(spec.config)}
+    ignorable = set(_builtin_fields()) | {"name"}
+    unknown = [k for k in data if k not in names and k not in ignorable]
+    if unknown:
+        allowed = ", ".join(sorted(names - {"name"})) or "none"
+        raise ValueError(f"{key}.{unknown[0]}: not a setting of intervention {spec.name!r}; its settings: {allowed}")
+    schema, own = _builtin_fields(), {f.name: f.default for f in dataclasses.fields(spec.config)}
+    # a setting left at the schema's None (another built-in's "unset") keeps this intervention's own default
+    values = {k: v for k, v in data.items() if k in names
+              and not (v is None and k in schema and schema[k] is None and own.get(k) not in (None, dataclasses.MISSING))}
+    cfg = _structured(spec.config, values, key)
+    validate = getattr(cfg, "validate", None)
+    if callable(validate):
+        validate(key)
+    return spec, cfg
+
+
+def set_foreign_settings(node: Any, spec: InterventionSpec, given: Sequence[str] = ()) -> list[str]:
+    """``intervention.<setting>`` keys someone set (named in ``given`` or off their default) that ``spec``
+    does not have: a run refuses them, a sweep over interventions records them as ignored."""
+    data = _node_dict(node)
+    own = set(spec.settings()) | {"name", "_target_"}
+    defaults = _builtin_fields()
+    named = {g.lstrip("+~").split("=", 1)[0].removeprefix("intervention.") for g in given
+             if g.lstrip("+~").startswith("intervention.")}
+    return sorted(f"intervention.{k}" for k, v in data.items() if k not in own and (
+        k in named or (k in defaults and _plain(v) != _plain(defaults[k]))))
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def intervention_name(node: Any) -> str:
+    """The name an intervention config node gives (its ``_target_`` if set), without importing anything."""
+    data = _node_dict(node)
+    return str(data.get("_target_") or data.get("name") or "")
+
+
+__all__ = ["ATTRIBUTE", "BUILTIN_INTERVENTIONS", "INTERVENTIONS", "InterventionConfig", "InterventionContext",
+           "InterventionSpec", "default_intervention_node", "intervention_name", "register_intervention",
+           "resolve_intervention", "set_foreign_settings"]
