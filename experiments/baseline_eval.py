@@ -22,8 +22,8 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from mathneuro.cli.run import config_dir, job_dirname, open_mapping_overrides
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE
-from mathneuro.pipeline.cli import config_dir, job_dirname, open_mapping_overrides
 from mathneuro.pipeline.config import ConfigError, register_configs, validate
 from mathneuro.pipeline.workbench import get_workbench
 from mathneuro.util.io import write_json_atomic

@@ -34,6 +34,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from mathneuro.cli.run import config_dir
 from mathneuro.edit.intervention import apply_intervention
 from mathneuro.evaluation import EvalConfig
 from mathneuro.evaluation.draft_lookup import DraftPlanner, RowDraft
@@ -41,7 +42,6 @@ from mathneuro.evaluation.drafted import token_cost
 from mathneuro.evaluation.drafts import DraftStore, attach_draft_store
 from mathneuro.evaluation.harness import Harness, preserved_rng
 from mathneuro.methods.selection import Selection
-from mathneuro.pipeline.cli import config_dir
 from mathneuro.pipeline.config import register_configs
 from mathneuro.pipeline.workbench import get_workbench, prepare_samples
 

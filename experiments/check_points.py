@@ -18,7 +18,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from mathneuro.pipeline.cli import config_dir, job_dirname, open_mapping_overrides
+from mathneuro.cli.run import config_dir, job_dirname, open_mapping_overrides
 from mathneuro.pipeline.config import ConfigError, register_configs, validate
 from mathneuro.pipeline.point import method_overrides
 from mathneuro.pipeline.preflight import check_model_source

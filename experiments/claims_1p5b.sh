@@ -230,7 +230,7 @@ run_stage() {
         s=${pair%%:*}
         [ -d "$root/$s" ] || continue
         found=1
-        "$py" -m mathneuro.report.cli "$root/$s" --out "$results/${pair#*:}"
+        "$py" -m mathneuro.cli.report "$root/$s" --out "$results/${pair#*:}"
       done
       [ "$found" = 1 ] || die "nothing to report under $root" ;;
     *) die "unknown stage: $stage (budget core core_race core_scaling core_scaling_mmlu core_gsm8k prune scaling_search scaling_test data_efficiency bf16 report all)" ;;

@@ -89,7 +89,7 @@ case $stage in
     run "${race[@]}" eval=probes 'eval.tasks=[arith,mc]' eval.arith.digits="${DIGITS:-2}" eval.arith.num_problems=100 \
         eval.arith.seed=0 "${paired[@]}" top_k=0.05 intervention=scale intervention.scalar=1.1 method=mathneuro,random \
         hydra.sweep.dir="$root/paired/scale" "$@"
-    "$py" -m mathneuro.report.cli "$root/paired" --out "${RESULTS:-experiments/results/reproduce}/paired" ;;
+    "$py" -m mathneuro.cli.report "$root/paired" --out "${RESULTS:-experiments/results/reproduce}/paired" ;;
   report)
     "$py" experiments/summarise_reproduce.py "$root" "${RESULTS:-experiments/results/reproduce}" ;;
   *) echo "unknown stage: $stage" >&2; exit 2 ;;

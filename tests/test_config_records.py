@@ -13,12 +13,12 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from mathneuro.cli.run import config_dir
 from mathneuro.methods import MethodConfig, Selection, register_method
 from mathneuro.methods.registry import resolve_method
-from mathneuro.pipeline.cli import config_dir
 from mathneuro.pipeline.config import ConfigError, help_config, register_configs
 from mathneuro.pipeline.runner import run_point
-from mathneuro.pipeline.wandb_layout import run_tags
+from mathneuro.results.wandb_layout import run_tags
 
 from .test_runner import base_overrides, cli, compose_cfg
 

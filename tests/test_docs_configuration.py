@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from mathneuro.cli.run import config_dir
 from mathneuro.data.datasets import DatasetConfig
 from mathneuro.methods.registry import METHODS
-from mathneuro.pipeline.cli import config_dir
 from mathneuro.pipeline.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]

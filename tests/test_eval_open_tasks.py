@@ -224,7 +224,7 @@ def test_cli_refuses_a_misspelt_task_with_exit_2_and_one_line(tmp_path):
 def test_run_point_writes_records_for_the_run_and_once_for_the_baseline(user_root, tmp_path):
     from hydra import compose, initialize_config_dir
 
-    from mathneuro.pipeline.cli import config_dir, job_dirname
+    from mathneuro.cli.run import config_dir, job_dirname
     from mathneuro.pipeline.config import register_configs
     from mathneuro.pipeline.runner import run_point
 

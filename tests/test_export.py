@@ -111,7 +111,7 @@ def test_export_model_key_writes_the_points_edited_model(tmp_path):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from mathneuro.pipeline.cli import config_dir, job_dirname
+    from mathneuro.cli.run import config_dir, job_dirname
     from mathneuro.pipeline.config import register_configs
 
     register_configs()

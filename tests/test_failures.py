@@ -370,7 +370,7 @@ def test_unreachable_wandb_logs_every_point_offline_after_one_bounded_wait(tiny_
 
 
 def test_wandb_dir_set_by_the_user_is_honoured(tmp_path, monkeypatch):
-    from mathneuro.pipeline.recording import WandbRun
+    from mathneuro.results.recording import WandbRun
 
     runs = tmp_path / "wandb-runs"
     runs.mkdir()

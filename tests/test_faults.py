@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from mathneuro.cli import report as report_cli
 from mathneuro.pipeline.config import ConfigError
 from mathneuro.pipeline.runner import run_point
-from mathneuro.report import cli as report_cli
 from mathneuro.util.locking import FileLock
 
 from .test_failures import error_line

@@ -13,7 +13,9 @@ pytestmark = pytest.mark.unit
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "mathneuro"
 MAX_LINES = 420  # "about 400"
-STAGES = ("data", "statistics", "methods", "edit", "evaluation", "eval_tasks", "pipeline", "report", "models", "util")
+#: The stage packages from the bottom up: a package imports only packages before it (no arrow runs back up).
+STAGES = ("util", "models", "data", "statistics", "methods", "edit", "evaluation", "eval_tasks", "results", "pipeline",
+          "report", "cli")
 
 
 def _module_name(path: Path) -> str:
@@ -97,6 +99,49 @@ def test_no_import_cycles():
         if name not in state:
             visit(name)
     assert [" -> ".join(c) for c in cycles] == []
+
+
+def _stage(module: str) -> str | None:
+    """The stage package of ``mathneuro.<stage>...``; None for the top-level modules (mathneuro, _compat)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in STAGES else None
+
+
+def _all_imports(tree: ast.Module):
+    """Every import statement of a module, deferred and TYPE_CHECKING ones too: each is an arrow."""
+    return (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
+def test_no_arrow_runs_back_up_the_stages():
+    """A stage imports only the stages below it (:data:`STAGES`, docs/contracts.md), deferred imports included."""
+    sources = _sources()
+    known = set(sources)
+    back_up = []
+    for name, (path, tree) in sources.items():
+        here = _stage(name)
+        if here is None:
+            continue
+        for node in _all_imports(tree):
+            for dep in _imported(node, name, path.name == "__init__.py", known):
+                there = _stage(dep)
+                if there is not None and STAGES.index(there) > STAGES.index(here):
+                    back_up.append(f"{name}:{node.lineno} imports {dep} ({here} -> {there})")
+    assert back_up == []
+
+
+def test_no_private_name_is_imported_across_packages():
+    """``from mathneuro.a.b import _x`` in another package reaches into a module's insides: a name that is
+    really shared is public (no underscore) where it is defined."""
+    bad = []
+    for name, (path, tree) in _sources().items():
+        for node in _all_imports(tree):
+            if not isinstance(node, ast.ImportFrom) or node.level or not (node.module or "").startswith("mathneuro"):
+                continue
+            if _stage(node.module) == _stage(name):
+                continue
+            bad += [f"{path.relative_to(SRC)}:{node.lineno}: {a.name} from {node.module}" for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")]
+    assert bad == []
 
 
 def test_no_function_local_imports_of_the_project_except_deferred_heavy_dependencies():
@@ -206,7 +251,7 @@ def test_no_module_outside_the_interventions_compares_an_intervention_name():
 
 @pytest.mark.integration  # a subprocess: a fresh interpreter's sys.modules
 def test_runner_imports_nothing_from_the_report_layer():
-    code = ("import sys, mathneuro.pipeline.runner, mathneuro.pipeline.cli; "
+    code = ("import sys, mathneuro.pipeline.runner, mathneuro.cli.run; "
             "print(sorted(m for m in sys.modules if m.startswith(('mathneuro.report', 'matplotlib'))))")
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -80,7 +80,7 @@ def test_wheel_installs_anywhere_and_runs_with_a_users_config_dir(tiny_dir, tmp_
                     str(wheel)], check=True, timeout=300, env=clean_env(), cwd=tmp_path)
     work = tmp_path / "elsewhere"  # outside the repository
     work.mkdir()
-    where = subprocess.run([str(py), "-c", "import mathneuro, mathneuro.pipeline.cli as c; print(mathneuro.__file__); "
+    where = subprocess.run([str(py), "-c", "import mathneuro, mathneuro.cli.run as c; print(mathneuro.__file__); "
                             "print(c.config_dir())"], check=True, capture_output=True, text=True,
                            env=clean_env(), cwd=work).stdout.split()
     assert where[0].startswith(str(site)) and where[1] == str(site / "mathneuro" / "conf")
@@ -104,7 +104,7 @@ def test_a_users_config_folder_adds_groups_through_the_searchpath(tiny_dir, tmp_
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from mathneuro.pipeline.cli import config_dir, job_dirname
+    from mathneuro.cli.run import config_dir, job_dirname
     from mathneuro.pipeline.config import register_configs, validate
 
     conf = user_conf(tmp_path / "myconf", tiny_dir)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mathneuro.report import cli as report_cli
+from mathneuro.cli import report as report_cli
 from mathneuro.report import paired
 from mathneuro.report.paired import paired_bootstrap, paired_differences
 
@@ -206,10 +206,11 @@ def test_no_records_anywhere_is_one_line(tmp_path: Path) -> None:
     assert out["paired_csv"] is None and not (tmp_path / "report" / "paired.csv").exists()
 
 
+@pytest.mark.integration  # wandb.init starts its service process
 def test_multirun_callback_writes_paired_csv_and_wandb_gets_the_table(sweep: Path) -> None:
     from omegaconf import OmegaConf
 
-    from mathneuro.pipeline.callbacks import SweepReport
+    from mathneuro.cli.callbacks import SweepReport
     from mathneuro.report import log_report_to_wandb, write_report
 
     SweepReport().on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}},

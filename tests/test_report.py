@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import save_file
 
 from mathneuro import report as rep
-from mathneuro.report import cli as report_cli
+from mathneuro.cli import report as report_cli
 from mathneuro.report import figures
 
 MATH = "math/arith/exact_match"

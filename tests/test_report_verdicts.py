@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from mathneuro.cli import report as report_cli
 from mathneuro.pipeline.config import ConfigError, validate
-from mathneuro.report import cli as report_cli
 from mathneuro.report import paired
 from tests.test_paired import GSM, RACE, lose, write_point, write_samples
 from tests.test_runner import compose_cfg
@@ -73,7 +73,7 @@ def test_python_api_takes_the_same_settings(sweep: Path) -> None:
 
 
 def test_the_sweep_callback_reads_report_margin_and_families(sweep: Path) -> None:
-    from mathneuro.pipeline.callbacks import SweepReport
+    from mathneuro.cli.callbacks import SweepReport
 
     SweepReport().on_multirun_end(OmegaConf.create({
         "hydra": {"sweep": {"dir": str(sweep)}}, "logger": {"name": "none"},

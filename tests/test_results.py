@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from mathneuro.pipeline.results import PointResult, coerce, load, tidy_row
+from mathneuro.results.schema import PointResult, coerce, load, tidy_row
 
 pytestmark = pytest.mark.unit
 

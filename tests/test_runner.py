@@ -16,8 +16,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from mathneuro.cli.run import config_dir, job_dirname
 from mathneuro.methods.selection import Selection
-from mathneuro.pipeline.cli import config_dir, job_dirname
 from mathneuro.pipeline.config import ConfigError, register_configs, validate
 from mathneuro.pipeline.runner import run_point
 

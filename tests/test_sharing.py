@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from mathneuro.evaluation.samples import copy_records, write_samples
-from mathneuro.pipeline.results import PointResult
+from mathneuro.results.schema import PointResult
 from mathneuro.statistics.cache import StatisticsCache
 from mathneuro.statistics.passes import Statistics
 from mathneuro.util.io import write_json_atomic, write_text_atomic

@@ -48,7 +48,7 @@ def test_a_moved_sweep_without_its_cache_gives_the_same_report(tiny_dir: Path, t
 
 
 def test_a_comparison_that_cannot_be_made_ends_the_report(tmp_path: Path, capsys) -> None:
-    from mathneuro.report import cli as report_cli
+    from mathneuro.cli import report as report_cli
     from tests.test_paired import GSM, RACE, lose, write_point
 
     # a sweep written before 0.2: its baseline_dir points into a cache that was cleared
@@ -66,7 +66,7 @@ def test_a_comparison_that_cannot_be_made_ends_the_report(tmp_path: Path, capsys
 
 @pytest.mark.integration
 def test_a_cli_sweep_moved_without_its_cache_reports_the_same(tiny_dir: Path, tmp_path: Path, capsys) -> None:
-    from mathneuro.report import cli as report_cli
+    from mathneuro.cli import report as report_cli
 
     cache, sweep = tmp_path / "cache", tmp_path / "sweep"
     args = ["-m", *base_overrides(tiny_dir, cache), "num_samples=4", "max_length=32", "logger=none", "eval=quick",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mathneuro.pipeline.sweep_status import status_line, sweep_counts
+from mathneuro.cli.sweep_status import status_line, sweep_counts
 from tests.test_runner import base_overrides, cli
 
 

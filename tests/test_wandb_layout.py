@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import mathneuro
-from mathneuro.pipeline.provenance import git_state, metric_direction
-from mathneuro.pipeline.wandb_layout import (
+from mathneuro.results.provenance import git_state, metric_direction
+from mathneuro.results.wandb_layout import (
     IDENTITY_FILE,
     percent,
     run_name,

@@ -1,3 +1,3 @@
-from mathneuro.pipeline.cli import main
+from mathneuro.cli.run import main
 
 main()

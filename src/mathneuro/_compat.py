@@ -2,7 +2,9 @@
 
 ``import mathneuro.runner`` still works: the alias finder below hands out the module now at
 ``mathneuro.pipeline.runner`` (the same object, so patching one patches the other) and warns once
-with a :class:`DeprecationWarning`. ``python -m mathneuro.report_cli`` works too.
+with a :class:`DeprecationWarning`. ``python -m mathneuro.report_cli`` works too. ``mathneuro.cli`` and
+``mathneuro.results`` are packages now (the command line, the results layer); they hand out the names of
+the modules they were (``from mathneuro.cli import main``, ``from mathneuro.results import PointResult``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,7 @@ MOVED = {
     "mathneuro.analysis": "mathneuro.report.overlap",
     "mathneuro.builtin_methods": "mathneuro.methods",  # the package re-exports every built-in
     "mathneuro.cache": "mathneuro.statistics.cache",
-    "mathneuro.callbacks": "mathneuro.pipeline.callbacks",
-    "mathneuro.cli": "mathneuro.pipeline.cli",
+    "mathneuro.callbacks": "mathneuro.cli.callbacks",
     "mathneuro.config": "mathneuro.pipeline.config",
     "mathneuro.efficiency": "mathneuro.report.efficiency",
     "mathneuro.embedded": "mathneuro.models.embedded",
@@ -33,15 +34,24 @@ MOVED = {
     "mathneuro.paired": "mathneuro.report.paired",
     "mathneuro.peak_memory": "mathneuro.util.peak_memory",
     "mathneuro.preflight": "mathneuro.pipeline.preflight",
-    "mathneuro.recording": "mathneuro.pipeline.recording",
+    "mathneuro.recording": "mathneuro.results.recording",
     "mathneuro.registry": "mathneuro.util.registry",
-    "mathneuro.report_cli": "mathneuro.report.cli",
-    "mathneuro.results": "mathneuro.pipeline.results",
+    "mathneuro.report_cli": "mathneuro.cli.report",
     "mathneuro.runner": "mathneuro.pipeline.runner",
     "mathneuro.selection": "mathneuro.methods.selection",
     "mathneuro.targets": "mathneuro.models.targets",
     "mathneuro.tiny": "mathneuro.models.tiny",
     "mathneuro.workbench": "mathneuro.pipeline.workbench",
+    # 0.2's own moves: the results layer and the command line (issue 39)
+    "mathneuro.pipeline.callbacks": "mathneuro.cli.callbacks",
+    "mathneuro.pipeline.cli": "mathneuro.cli.run",
+    "mathneuro.pipeline.provenance": "mathneuro.results.provenance",
+    "mathneuro.pipeline.recording": "mathneuro.results.recording",
+    "mathneuro.pipeline.results": "mathneuro.results.schema",
+    "mathneuro.pipeline.sweep_status": "mathneuro.cli.sweep_status",
+    "mathneuro.pipeline.wandb_layout": "mathneuro.results.wandb_layout",
+    "mathneuro.pipeline.wandb_point": "mathneuro.results.wandb_point",
+    "mathneuro.report.cli": "mathneuro.cli.report",
 }
 
 

@@ -97,7 +97,8 @@ def default_method_node() -> dict[str, Any]:
     return {**_builtin_fields(), "name": "mathneuro"}
 
 
-def _node_dict(node: Any) -> dict[str, Any]:
+def node_dict(node: Any) -> dict[str, Any]:
+    """A config node (DictConfig, dataclass, mapping, a bare name) as a plain dict; the intervention registry uses it too."""
     from omegaconf import DictConfig, OmegaConf
 
     if isinstance(node, DictConfig):
@@ -118,7 +119,7 @@ def resolve_method(node: Any, key: str = "method") -> tuple[MethodSpec, Any]:
     ``_target_`` wins over ``name``. Keys that are settings of built-in methods but not of this one
     are ignored; any other unknown key, a wrong type or a bad value raises ValueError naming the key.
     """
-    data = _node_dict(node)
+    data = node_dict(node)
     target = data.pop("_target_", None)
     name = str(target or data.get("name") or "")
     if not name:
@@ -132,14 +133,14 @@ def resolve_method(node: Any, key: str = "method") -> tuple[MethodSpec, Any]:
     if unknown:
         allowed = ", ".join(sorted(names - {"name"})) or "none"
         raise ValueError(f"{key}.{unknown[0]}: not a setting of method {spec.name!r}; its settings: {allowed}")
-    cfg = _structured(spec.config, {k: v for k, v in data.items() if k in names}, key)
+    cfg = structured_config(spec.config, {k: v for k, v in data.items() if k in names}, key)
     validate = getattr(cfg, "validate", None)
     if callable(validate):
         validate(key)
     return spec, cfg
 
 
-def _structured(cls: type, values: dict[str, Any], key: str) -> Any:
+def structured_config(cls: type, values: dict[str, Any], key: str) -> Any:
     """``cls(**values)`` type-checked by OmegaConf; a bad value is a ValueError naming the key."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
@@ -155,7 +156,7 @@ def _structured(cls: type, values: dict[str, Any], key: str) -> Any:
 def inapplicable_settings(node: Any, spec: MethodSpec, given: Sequence[str] = ()) -> list[str]:
     """Settings in a ``method`` node that ``spec`` does not have and that someone set: named in ``given``
     (overrides, ``method.<setting>`` or ``<setting>``) or holding another value than their schema default."""
-    data = _node_dict(node)
+    data = node_dict(node)
     own = set(spec.settings()) | {"name", "_target_"}
     defaults = _builtin_fields()
     named = {g.lstrip("+~").split("=", 1)[0].removeprefix("method.") for g in given}
@@ -178,7 +179,7 @@ def method_facts(name: str) -> dict[str, Any]:
 
 def method_name(node: Any) -> str:
     """The name a method config node gives (its ``_target_`` if set), without importing anything."""
-    data = _node_dict(node)
+    data = node_dict(node)
     return str(data.get("_target_") or data.get("name") or "")
 
 

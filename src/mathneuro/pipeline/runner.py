@@ -41,11 +41,11 @@ from mathneuro.pipeline.preflight import (
     check_writable_dir,
     refuse_empty_selection,
 )
-from mathneuro.pipeline.provenance import package_versions, provenance
-from mathneuro.pipeline.recording import WandbRun
-from mathneuro.pipeline.results import RESULTS_FILE, PointResult, read_complete_results
-from mathneuro.pipeline.wandb_point import log_point, point_layout
 from mathneuro.pipeline.workbench import Samples, Workbench, _plain, get_workbench, prepare_samples  # noqa: F401
+from mathneuro.results.provenance import package_versions, provenance
+from mathneuro.results.recording import WandbRun
+from mathneuro.results.schema import RESULTS_FILE, PointResult, read_complete_results
+from mathneuro.results.wandb_point import log_point, point_layout
 from mathneuro.util.io import remove_orphaned_temps_under
 from mathneuro.util.locking import FileLock, LockTimeout
 from mathneuro.util.peak_memory import reset_peak_memory
@@ -116,7 +116,7 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     method lacks, unless ``in_sweep`` (the point is one of a sweep across methods): then it is
     recorded as ignored. ``overrides``: the command line's overrides (which settings were given).
     ``group``, ``tags``, ``layout``: the W&B run's group, more tags, and what the CLI knows of the sweep
-    (:func:`~mathneuro.pipeline.wandb_point.point_layout`).
+    (:func:`~mathneuro.results.wandb_point.point_layout`).
     ``sweep_dir``: the folder holding this point's run dir with its sibling points (Hydra's sweep dir;
     default ``output_dir`` itself): the unedited model's per-example records are copied there once, under
     ``baseline_samples/<key>/``, so that the folder holds everything its report needs.

@@ -8,10 +8,9 @@ W&B with columns that a dashboard can group by (method, filter, top_k, scalar, s
 Modules: :mod:`~mathneuro.report.sweep` (reading a sweep), :mod:`~mathneuro.report.tables` (rows,
 CSV, markdown, aggregates), :mod:`~mathneuro.report.figures`, :mod:`~mathneuro.report.summary`
 (:func:`write_report`), :mod:`~mathneuro.report.wandb_log`. The flat row itself is
-:func:`mathneuro.pipeline.results.tidy_row`.
+:func:`mathneuro.results.schema.tidy_row`.
 """
 
-from mathneuro.pipeline.results import POINT_FIELDS, SELECTION_COLUMNS, SELECTION_FIELDS, tidy_row
 from mathneuro.report.figures import (
     plot_data_efficiency,
     plot_metric_vs_scalar,
@@ -32,6 +31,7 @@ from mathneuro.report.tables import (
     write_csv,
 )
 from mathneuro.report.wandb_log import WANDB_KEY_COLUMNS, log_report_to_wandb, wandb_table_columns
+from mathneuro.results.schema import POINT_FIELDS, SELECTION_COLUMNS, SELECTION_FIELDS, tidy_row
 
 __all__ = [
     "GROUP_FIELDS", "POINT_FIELDS", "SELECTION_COLUMNS", "SELECTION_FIELDS", "WANDB_KEY_COLUMNS", "aggregate",

@@ -33,12 +33,13 @@ import numpy as np
 from mathneuro.report import inference as inf
 from mathneuro.report.records import Packed
 from mathneuro.report.references import facts_of, reference_name
+from mathneuro.results.schema import PAIRING_FIELDS
 
 RULES = ("direction", "equivalence", "gain", "threshold", "proportion", "context")
 SUPPORTS, CONTRADICTS, UNDECIDED = "supports", "contradicts", "inconclusive"
 NOT_RUN = "not run"
 #: Point fields an edited point and its random reference share (the seed too).
-MATCH = ("model", "task", "filter", "intervention", "scalar", "intervention_args", "top_k", "num_samples", "seed")
+MATCH = (*PAIRING_FIELDS, "seed")
 _NORMAL = NormalDist()
 
 

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mathneuro.pipeline.results import POINT_FIELDS, PointResult, _is_number, coerce
 from mathneuro.report.overlap import sort_layer_keys
 from mathneuro.report.tables import _hashable, aggregate
+from mathneuro.results.schema import POINT_FIELDS, PointResult, coerce, is_number
 from mathneuro.util.io import atomic_write
 
 
@@ -75,7 +75,7 @@ def _series(rows: Sequence[Mapping], x: str, metric: str, fields: Sequence[str])
         labelled.setdefault(_label(row, fields), []).append(row)
     for label in sorted(labelled):
         points = [(a[x], a["mean"], a["std"], a["n"]) for a in aggregate(labelled[label], [x], metric)
-                  if _is_number(a[x])]
+                  if is_number(a[x])]
         if points:
             out[label] = sorted(points)
     return out
@@ -84,8 +84,8 @@ def _series(rows: Sequence[Mapping], x: str, metric: str, fields: Sequence[str])
 def _plot_vs(rows: Sequence[Mapping], x: str, metrics: Sequence[str], path: str | Path, *, log_x: bool,
              title: str | None, xlabel: str) -> Path:
     plt = _pyplot()
-    rows = [r for r in rows if _is_number(r.get(x)) and (not log_x or r[x] > 0)]
-    metrics = [m for m in metrics if any(_is_number(r.get(m)) for r in rows)]
+    rows = [r for r in rows if is_number(r.get(x)) and (not log_x or r[x] > 0)]
+    metrics = [m for m in metrics if any(is_number(r.get(m)) for r in rows)]
     if not metrics:
         raise ValueError(f"no rows with a numeric {x!r} and any of the metrics to plot")
     fields = _label_fields(rows, exclude=[x])
@@ -108,7 +108,7 @@ def _plot_vs(rows: Sequence[Mapping], x: str, metrics: Sequence[str], path: str 
             if len(xs) > 1 and any(stds):
                 ax.fill_between(xs, [m - s for m, s in zip(means, stds, strict=True)], [m + s for m, s in zip(means, stds, strict=True)],
                                 color=color, alpha=0.15, linewidth=0)
-        base = [float(r[f"baseline/{metric}"]) for r in rows if _is_number(r.get(f"baseline/{metric}"))]
+        base = [float(r[f"baseline/{metric}"]) for r in rows if is_number(r.get(f"baseline/{metric}"))]
         if base:
             ax.axhline(sum(base) / len(base), color="gray", linestyle="--", linewidth=1, label="unedited")
         if log_x:
@@ -149,7 +149,7 @@ def plot_metric_vs_scalar(rows: Sequence[Mapping], metric: str | Sequence[str], 
 
 
 def _is_result_like(data: Any) -> bool:
-    """A single result in one of the shapes :func:`mathneuro.pipeline.results.coerce` reads (not a ``{label: ...}`` map)."""
+    """A single result in one of the shapes :func:`mathneuro.results.schema.coerce` reads (not a ``{label: ...}`` map)."""
     if isinstance(data, PointResult):
         return True
     return isinstance(data, Mapping) and (
@@ -159,14 +159,14 @@ def _is_result_like(data: Any) -> bool:
 
 def _per_layer_entries(data: Any) -> list[tuple[str, Any, dict[str, float]]]:
     """(label, top_k, per_layer) of every result in ``data``: one result or a list of them in any shape
-    :func:`mathneuro.pipeline.results.coerce` reads, or ``{label: any of those}``."""
+    :func:`mathneuro.results.schema.coerce` reads, or ``{label: any of those}``."""
     if isinstance(data, Mapping) and not _is_result_like(data):
         return [(str(label), top_k, layers) for label, item in data.items()
                 for _, top_k, layers in _per_layer_entries(item)]
     records = [coerce(item) for item in ([data] if _is_result_like(data) else data)]
     out = []
     for record in records:
-        layers = {k: v for k, v in record.per_layer.items() if _is_number(v)}
+        layers = {k: v for k, v in record.per_layer.items() if is_number(v)}
         if layers:
             out.append((record.point, record.point.get("top_k", record.selection.get("top_k")), layers))
     if out:
@@ -193,7 +193,7 @@ def plot_per_layer(data: Any, path: str | Path, *, top_k: float | None = None, n
     bars: dict[str, dict[str, float]] = {}
     chosen_k: dict[str, Any] = {}
     for label, items in by_label.items():
-        ks = [k for k, _ in items if _is_number(k)]
+        ks = [k for k, _ in items if is_number(k)]
         want = top_k if top_k is not None else (max(ks) if ks else None)
         picked = [layers for k, layers in items if want is None or k == want] or [layers for _, layers in items]
         chosen_k[label] = want

@@ -64,12 +64,13 @@ from mathneuro.report.references import (  # noqa: F401 (public here before 0.2)
 )
 from mathneuro.report.sweep import load_results
 from mathneuro.report.tables import write_csv
+from mathneuro.results.schema import PAIRING_FIELDS
 
 COLUMNS = ("method", "reference", "task", "metric", "top_k", "scalar", "seeds", "n_examples", "diff",
            "ci_low", "ci_high")
 EXTRA_COLUMNS = ("side", "model", "filter", "intervention", "num_samples", *INFERENCE_COLUMNS)
 #: Point fields that must agree between an edited point and its ``random`` reference (seed too).
-MATCH_FIELDS = ("model", "task", "filter", "intervention", "scalar", "intervention_args", "top_k", "num_samples")
+MATCH_FIELDS = PAIRING_FIELDS
 BASELINE = "baseline"
 
 

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from mathneuro.data import read_jsonl
-from mathneuro.pipeline.results import SELECTION_FIELDS
 from mathneuro.report.paired import point_records
 from mathneuro.report.sweep import load_results
+from mathneuro.results.schema import SELECTION_FIELDS
 from mathneuro.util.io import atomic_write
 
 SUFFIX = ".jsonl.gz"

@@ -7,7 +7,6 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from mathneuro.pipeline.results import _is_number
 from mathneuro.report.efficiency import write_data_efficiency
 from mathneuro.report.figures import plot_metric_vs_scalar, plot_metric_vs_topk, plot_per_layer
 from mathneuro.report.paired import write_paired
@@ -23,6 +22,7 @@ from mathneuro.report.tables import (
     tidy_rows,
     write_csv,
 )
+from mathneuro.results.schema import is_number
 from mathneuro.util.io import write_text_atomic
 
 
@@ -61,16 +61,16 @@ def _make_figures(rows: list[dict], metrics: list[str], out: Path) -> tuple[dict
     for intervention in _distinct(rows, "intervention"):
         sub = [r for r in rows if _hashable(r.get("intervention")) == intervention]
         tag = _safe_name(str(intervention)) if intervention is not None else "all"
-        plotted = [m for m in metrics if any(_is_number(r.get(m)) for r in sub)]
+        plotted = [m for m in metrics if any(is_number(r.get(m)) for r in sub)]
         if not plotted:
             continue
-        topks = [v for v in _distinct(sub, "top_k") if _is_number(v) and v > 0]
-        scalars = [v for v in _distinct(sub, "scalar") if _is_number(v)]
+        topks = [v for v in _distinct(sub, "top_k") if is_number(v) and v > 0]
+        scalars = [v for v in _distinct(sub, "scalar") if is_number(v)]
         if len(topks) > 1 or (topks and len(scalars) <= 1):
             name = f"{tag}_vs_topk"
             figures[name] = str(plot_metric_vs_topk(sub, plotted, out / f"{name}.png",
                                                     title=f"{intervention}: metric vs top-K (mean ± std over seeds)"))
-        skipped = sum(1 for r in sub if not (_is_number(r.get("top_k")) and r["top_k"] > 0))
+        skipped = sum(1 for r in sub if not (is_number(r.get("top_k")) and r["top_k"] > 0))
         if skipped:
             notes.append(f"{skipped} {intervention} point(s) without a positive top_k are not in {tag}_vs_topk.png")
         if len(scalars) > 1:

@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from mathneuro.pipeline.results import PointResult, read_json
+from mathneuro.results.schema import PointResult, read_json
 
 _SKIP_DIRS = {".hydra", "wandb", "report", "__pycache__"}
 

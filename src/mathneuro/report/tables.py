@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mathneuro.pipeline.results import POINT_FIELDS, SELECTION_COLUMNS, _is_number, tidy_row
 from mathneuro.report.overlap import mean_std, sort_layer_keys
+from mathneuro.results.schema import POINT_FIELDS, SELECTION_COLUMNS, is_number, tidy_row
 from mathneuro.util.io import atomic_write
 
 GROUP_FIELDS = ("model", "task", "filter", "method", "reference", "intervention", "intervention_args", "top_k", "scalar",
@@ -94,7 +94,7 @@ def markdown_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None
 def _sort_key(value: Any) -> tuple:
     if value is None:
         return (2, 0, "")
-    if _is_number(value):
+    if is_number(value):
         return (0, float(value), "")
     return (1, 0, str(value))
 
@@ -107,7 +107,7 @@ def aggregate(rows: Iterable[Mapping], by: Sequence[str], metric: str) -> list[d
     groups: dict[tuple, list[float]] = {}
     for row in rows:
         value = row.get(metric)
-        if not _is_number(value):
+        if not is_number(value):
             continue
         key = tuple(row.get(k) for k in by)
         groups.setdefault(key, []).append(float(value))

@@ -8,11 +8,12 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mathneuro.pipeline.results import SELECTION_COLUMNS
 from mathneuro.report.paired import COLUMNS, EXTRA_COLUMNS
 from mathneuro.report.tables import columns_of, metric_names
+from mathneuro.results.schema import POINT_FIELDS, SELECTION_COLUMNS
 
-WANDB_KEY_COLUMNS = ("method", "filter", "top_k", "scalar", "seed", "intervention", "model", "task", "num_samples")
+_LEADING = ("method", "filter", "top_k", "scalar", "seed", "intervention")  # a dashboard's first columns
+WANDB_KEY_COLUMNS = (*_LEADING, *(f for f in POINT_FIELDS if f not in _LEADING))  # the point's identity
 
 
 def _cell(value: Any) -> Any:

@@ -1,6 +1,6 @@
 """The sweep's one W&B report run: the report's tables, figures and paired differences, resumed on rewrite.
 
-Its id is kept in the sweep's identity file (:func:`~mathneuro.pipeline.wandb_layout.sweep_identity`), so a
+Its id is kept in the sweep's identity file (:func:`~mathneuro.results.wandb_layout.sweep_identity`), so a
 resumed sweep or a later ``mathneuro-report --wandb-project`` logs into the same run, in the sweep's group.
 Online, each point's own run also gets its paired differences in its summary.
 """
@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mathneuro.pipeline.provenance import provenance
-from mathneuro.pipeline.recording import WandbRun
-from mathneuro.pipeline.wandb_layout import sweep_identity
 from mathneuro.report.sweep import load_results
 from mathneuro.report.wandb_log import log_report_to_wandb, update_point_summaries
+from mathneuro.results.provenance import provenance
+from mathneuro.results.recording import WandbRun
+from mathneuro.results.wandb_layout import sweep_identity
 
 log = logging.getLogger("mathneuro")
 

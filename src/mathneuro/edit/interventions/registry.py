@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mathneuro.edit.interventions.spec import InterventionConfig, InterventionContext, InterventionSpec
-from mathneuro.methods.registry import _node_dict, _structured
+from mathneuro.methods.registry import node_dict, structured_config
 from mathneuro.util.registry import Registry
 
 ATTRIBUTE = "__mathneuro_intervention__"  # a decorated function carries its spec here
@@ -84,7 +84,7 @@ def resolve_intervention(node: Any, key: str = "intervention") -> tuple[Interven
     their default (see :func:`set_foreign_settings` for the ones someone set); any other unknown key,
     a wrong type or a bad value raises ValueError naming the key.
     """
-    data = _node_dict(node)
+    data = node_dict(node)
     target = data.pop("_target_", None)
     name = str(target or data.get("name") or "")
     if not name:
@@ -102,7 +102,7 @@ def resolve_intervention(node: Any, key: str = "intervention") -> tuple[Interven
     # a setting left at the schema's None (another built-in's "unset") keeps this intervention's own default
     values = {k: v for k, v in data.items() if k in names
               and not (v is None and k in schema and schema[k] is None and own.get(k) not in (None, dataclasses.MISSING))}
-    cfg = _structured(spec.config, values, key)
+    cfg = structured_config(spec.config, values, key)
     validate = getattr(cfg, "validate", None)
     if callable(validate):
         validate(key)
@@ -112,7 +112,7 @@ def resolve_intervention(node: Any, key: str = "intervention") -> tuple[Interven
 def set_foreign_settings(node: Any, spec: InterventionSpec, given: Sequence[str] = ()) -> list[str]:
     """``intervention.<setting>`` keys someone set (named in ``given`` or off their default) that ``spec``
     does not have: a run refuses them, a sweep over interventions records them as ignored."""
-    data = _node_dict(node)
+    data = node_dict(node)
     own = set(spec.settings()) | {"name", "_target_"}
     defaults = _builtin_fields()
     named = {g.lstrip("+~").split("=", 1)[0].removeprefix("intervention.") for g in given
@@ -127,7 +127,7 @@ def _plain(value: Any) -> Any:
 
 def intervention_name(node: Any) -> str:
     """The name an intervention config node gives (its ``_target_`` if set), without importing anything."""
-    data = _node_dict(node)
+    data = node_dict(node)
     return str(data.get("_target_") or data.get("name") or "")
 
 

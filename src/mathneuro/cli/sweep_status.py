@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mathneuro.pipeline.results import RESULTS_FILE, read_complete_results
+from mathneuro.results.schema import RESULTS_FILE, read_complete_results
 
 _SKIP = {".hydra", "wandb", "report", "samples", "baseline_samples", "model", "__pycache__"}
 

@@ -25,6 +25,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from mathneuro.cli.sweep_status import failed_sweep_line
 from mathneuro.pipeline.config import ConfigError, register_configs
 from mathneuro.pipeline.errors import (
     SweepRefused,
@@ -35,8 +36,7 @@ from mathneuro.pipeline.errors import (
     user_error,
 )
 from mathneuro.pipeline.runner import run_point
-from mathneuro.pipeline.sweep_status import failed_sweep_line
-from mathneuro.pipeline.wandb_layout import swept_values
+from mathneuro.results.wandb_layout import swept_values
 from mathneuro.util.signals import checkpoint_on_sigterm
 
 log = logging.getLogger("mathneuro")

@@ -11,9 +11,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from mathneuro.cli.sweep_status import status_line
 from mathneuro.pipeline.errors import ConfigError, SweepRefused
 from mathneuro.pipeline.sweep_check import check_multirun
-from mathneuro.pipeline.sweep_status import status_line
 
 log = logging.getLogger("mathneuro")
 

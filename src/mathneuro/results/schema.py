@@ -24,7 +24,13 @@ RESULTS_FILE = "results.json"
 #: ``random`` point sized by another method carries ``point.reference``.
 from mathneuro.methods.random import DEFAULT_REFERENCE  # noqa: E402,F401 (its home before 0.2)
 
+#: A point's identity: the config values that tell one sweep point from another (``results.json``'s
+#: ``point``, the flat row's first columns, W&B tags and artifact metadata). Written down here only.
 POINT_FIELDS = ("model", "task", "filter", "method", "top_k", "intervention", "scalar", "seed", "num_samples")
+#: The point fields two points must share for their per-example records to be paired: the identity less
+#: ``method`` and ``seed`` (what is compared, and what is pooled), plus ``intervention_args``. The order
+#: is that of the paired report's group keys.
+PAIRING_FIELDS = ("model", "task", "filter", "intervention", "scalar", "intervention_args", "top_k", "num_samples")
 SELECTION_FIELDS = ("num_selected", "num_scored", "num_parameters", "fraction_of_model", "fraction_of_scored",
                     "num_weights_edited", "fraction_of_model_edited",  # these two count a neuron as the weights it feeds
                     # the upstream denominator, where model.tied_embeddings_upstream says the upstream ties lm_head
@@ -33,7 +39,8 @@ SELECTION_COLUMNS = tuple(f"selection/{f}" for f in SELECTION_FIELDS)  # the run
 METRIC_SIDES = ("math/", "nonmath/")
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """A finite int or float, not a bool: a cell that can be averaged or plotted (the report uses it too)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -65,7 +72,7 @@ class PointResult:
     ``requests_drafted``, ``tokens_generated``, ``tokens_drafted``, ``tokens_accepted``, ``passes``;
     :class:`~mathneuro.evaluation.drafts.DraftCounts`); ``provenance``: the code that made the numbers
     (version, git commit and dirty flag, library versions, each task's lm-eval version, n-shot and
-    metric directions; :mod:`~mathneuro.pipeline.provenance`).
+    metric directions; :mod:`~mathneuro.results.provenance`).
     """
 
     status: str = "complete"
@@ -130,7 +137,7 @@ class PointResult:
         for key in SELECTION_FIELDS:
             if key in self.selection:
                 row[f"selection/{key}"] = self.selection[key]
-        if _is_number(self.objective):
+        if is_number(self.objective):
             row["objective"] = self.objective
         for name, value in self.metrics.items():
             row[name] = value
@@ -140,7 +147,7 @@ class PointResult:
             before = self.baseline_metrics.get(name)
             if "_stderr" in name.rsplit("/", 1)[-1]:
                 continue  # a relative change of a standard error means nothing
-            if _is_number(after) and _is_number(before):
+            if is_number(after) and is_number(before):
                 row[f"diff/{name}"] = after - before
                 if before != 0:
                     row[f"rel_change/{name}"] = (after - before) / before

@@ -1,6 +1,6 @@
 """What a sweep point puts in its W&B run, besides its config: summary, metric definitions, tables, artifacts.
 
-- **Summary**: every number of the point's flat row (:meth:`~mathneuro.pipeline.results.PointResult.row`):
+- **Summary**: every number of the point's flat row (:meth:`~mathneuro.results.schema.PointResult.row`):
   the point fields (``top_k``, ``scalar``, ``seed``...), ``<side>/<task>/<metric>`` after the edit,
   ``baseline/<m>`` before it, ``diff/<m>`` = after - before (absolute, in the metric's unit) and
   ``rel_change/<m>`` = (after - before) / before, ``selection/*``, ``per_layer/*``, ``time/<stage>``.
@@ -24,19 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from mathneuro.evaluation.samples import read_records
-from mathneuro.pipeline.provenance import metric_direction
-from mathneuro.pipeline.recording import WandbRun
-from mathneuro.pipeline.results import PointResult
-from mathneuro.pipeline.wandb_layout import run_name, run_tags, sweep_identity
+from mathneuro.results.provenance import metric_direction
+from mathneuro.results.recording import WandbRun
+from mathneuro.results.schema import POINT_FIELDS, PointResult
+from mathneuro.results.wandb_layout import run_name, run_tags, sweep_identity
 
 log = logging.getLogger("mathneuro")
-POINT_KEYS = ("method", "top_k", "scalar", "intervention", "model", "task", "filter", "seed", "num_samples")
 _NOT_METRICS = ("doc_id", "subtask", "doc_hash", "prompt_hash", "target", "answer", "response")
 
 
 def point_layout(cfg: Any, point: Mapping[str, Any], output_dir: Path, *, group: str | None = None,
                  tags: Sequence[str] | None = None, layout: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``{"group", "name", "tags", "job_type"}`` of a point's run (:mod:`~mathneuro.pipeline.wandb_layout`).
+    """``{"group", "name", "tags", "job_type"}`` of a point's run (:mod:`~mathneuro.results.wandb_layout`).
 
     ``layout`` (from the CLI): ``experiment`` (the chosen experiment), ``extras`` (this job's values of the
     other swept keys), ``sweep_dir``. ``group``: the sweep's identity, when the caller knows it;
@@ -108,7 +107,7 @@ def _baseline_dir(output_dir: Path, samples: Mapping[str, Any]) -> Path | None:
 def artifact_metadata(record: PointResult, layout: Mapping[str, Any]) -> dict[str, Any]:
     """What every artifact of a point says about it."""
     git = (record.provenance or {}).get("git") or {}
-    return {**{k: record.point.get(k) for k in POINT_KEYS}, "statistics_keys": list(record.statistics_keys),
+    return {**{k: record.point.get(k) for k in POINT_FIELDS}, "statistics_keys": list(record.statistics_keys),
             "num_selected": record.selection.get("num_selected"), "group": layout.get("group"),
             "run_name": layout.get("name"), "mathneuro_version": (record.provenance or {}).get("version"),
             "git_commit": git.get("commit"), "git_dirty": git.get("dirty")}

@@ -1,4 +1,4 @@
-"""Recording sweep points: one W&B run per point (``results.json`` is written by :mod:`~mathneuro.pipeline.results`).
+"""Recording sweep points: one W&B run per point (``results.json`` is written by :mod:`~mathneuro.results.schema`).
 
 W&B is optional at every step: a failure to start, log or finish warns and never kills
 the run. The default mode is offline (no account needed; ``wandb sync`` later). When an
@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from mathneuro.pipeline.results import read_complete_results  # noqa: F401 (its old home)
+from mathneuro.results.schema import read_complete_results  # noqa: F401 (its old home)
 from mathneuro.util.io import atomic_write, write_json_atomic  # noqa: F401 (their old home)
 
 DEFAULT_INIT_TIMEOUT = 30.0  # seconds an online W&B run may take to start before we log offline

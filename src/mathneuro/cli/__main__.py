@@ -1,0 +1,3 @@
+from mathneuro.cli.run import main
+
+main()
