@@ -274,6 +274,20 @@ def test_old_module_paths_are_aliases_of_the_moved_modules():
     from mathneuro.runner import run_point  # noqa: F401 - the form users wrote
 
 
+def test_the_modules_that_became_packages_still_hand_out_their_names():
+    """``mathneuro.cli`` and ``mathneuro.results`` were modules before 0.2; code that imported from them works."""
+    import warnings
+
+    from mathneuro.cli import run
+    from mathneuro.results import PointResult, schema
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from mathneuro.cli import main
+    assert main is run.main and any(issubclass(w.category, DeprecationWarning) for w in caught)
+    assert PointResult is schema.PointResult
+
+
 def _marked_integration(node: ast.AST) -> bool:
     return any("integration" in ast.unparse(d) for d in getattr(node, "decorator_list", []))
 

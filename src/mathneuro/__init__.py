@@ -2,8 +2,9 @@
 
 The pipeline, one package per stage: :mod:`mathneuro.data` → :mod:`mathneuro.statistics` →
 :mod:`mathneuro.methods` → :mod:`mathneuro.edit` → :mod:`mathneuro.evaluation` →
-:mod:`mathneuro.pipeline` (config, runner, CLI) → :mod:`mathneuro.report`; with
-:mod:`mathneuro.models` and :mod:`mathneuro.util` beside them.
+:mod:`mathneuro.results` (what a point leaves behind) → :mod:`mathneuro.pipeline` (config, runner) →
+:mod:`mathneuro.report` → :mod:`mathneuro.cli` (the commands); :mod:`mathneuro.models` and
+:mod:`mathneuro.util` under them all.
 """
 
 from mathneuro import _compat

@@ -1,4 +1,4 @@
-"""Stage 7, results: what a sweep point leaves behind, and the one way to write and read it.
+"""Stage 6, results: what a sweep point leaves behind, and the one way to write and read it.
 
 :mod:`~mathneuro.results.schema` (``results.json``: :class:`PointResult`, its flat row, the point's
 identity fields), :mod:`~mathneuro.results.provenance` (which code made a number),
