@@ -288,6 +288,24 @@ def test_the_modules_that_became_packages_still_hand_out_their_names():
     assert PointResult is schema.PointResult
 
 
+def test_a_points_identity_fields_are_written_down_once():
+    """``POINT_FIELDS`` (and what pairing needs of it) live in results/schema.py; no other module spells the
+    identity out again as a literal tuple of the same names, in any order."""
+    from mathneuro.results.schema import PAIRING_FIELDS, POINT_FIELDS
+
+    assert set(PAIRING_FIELDS) == set(POINT_FIELDS) - {"method", "seed"} | {"intervention_args"}
+    identity = set(POINT_FIELDS)
+    again = []
+    for name, (path, tree) in _sources().items():
+        if name == "mathneuro.results.schema":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Tuple) and all(isinstance(e, ast.Constant) for e in node.elts) and (
+                    {e.value for e in node.elts} in (identity, set(PAIRING_FIELDS), set(PAIRING_FIELDS) | {"seed"})):
+                again.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert again == []
+
+
 def _marked_integration(node: ast.AST) -> bool:
     return any("integration" in ast.unparse(d) for d in getattr(node, "decorator_list", []))
 
