@@ -42,7 +42,7 @@ class DecodeCounts:
 
     passes: int = 0
     generated: int = 0
-    rows_drafted: int = 0  # rows that had a draft
+    rows_drafted: int = 0  # rows that had a draft (an answer; rows drafting by prompt lookup alone not counted)
     drafted: int = 0  # proposed tokens fed to the model to be verified
     accepted: int = 0  # ... that were its own argmax
 
@@ -94,7 +94,7 @@ def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
     n = ids.shape[0]
     device = ids.device
     drafts = list(drafts) if drafts is not None and planner is not None else [None] * n
-    counts = DecodeCounts(rows_drafted=sum(d is not None for d in drafts))
+    counts = DecodeCounts(rows_drafted=sum(d is not None and bool(d.answer) for d in drafts))
     generated: list[list[int]] = [[] for _ in range(n)]
     cache_arg = cache_kwarg(model)
     # logits of the verified positions only, as an index tensor (see generation.last_positions)
