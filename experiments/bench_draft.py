@@ -144,7 +144,7 @@ def harnesses(bench, args) -> dict[str, Harness]:
     lookup (prompt lookup alone), rebatched (undrafted in batches of --noise-batch)."""
     out = {}
     paths = [("undrafted", "none", "off", args.batch_size), ("drafted", "baseline", "auto", args.batch_size),
-             ("lookup", "none", "on", args.batch_size)]
+             ("lookup", "none", "on", args.batch_size), ("today", "none", "off", args.batch_size)]
     if args.noise_batch:
         paths.append(("rebatched", "none", "off", args.noise_batch))
     user = {}
@@ -153,7 +153,7 @@ def harnesses(bench, args) -> dict[str, Harness]:
     for path, draft, lookup, batch_size in paths:
         cfg = EvalConfig(name=path, tasks=[args.task], data_dir=args.data_dir, batch_size=batch_size,
                          max_gen_toks=args.max_gen_toks, bootstrap_iters=0, draft=draft, draft_tokens=args.draft_tokens,
-                         prompt_lookup=lookup, **user)
+                         prompt_lookup=lookup, prefix_cache=path != "today", **user)
         cfg.validate()
         out[path] = Harness(bench.model, bench.tokenizer, cfg, cfg.resolved_data_dir())
     return out
@@ -175,7 +175,8 @@ def run_chunk(harness: Harness, task: str, ids: list[int], args) -> dict:
         rec = records.setdefault(int(sample["doc_id"]), {"text": sample["resps"][0][0], "answers": {}, "correct": {}})
         rec["answers"][sample["filter"]] = str(sample["filtered_resps"][0])
         rec["correct"][sample["filter"]] = float(sample.get("exact_match", 0.0))
-    return {"seconds": seconds, "cpu_seconds": cpu_seconds, "stats": dict(vars(harness.lm.prefix_stats)),
+    stats = getattr(harness.lm, "prefix_stats", None)  # plain HFLM (today's path for zero-shot batches): none
+    return {"seconds": seconds, "cpu_seconds": cpu_seconds, "stats": dict(vars(stats)) if stats is not None else {},
             "records": records}
 
 
@@ -231,12 +232,12 @@ def simulated_passes(answer: list[int], draft: list[int] | None, cost: float, fi
     return passes
 
 
-def compare(edit: dict, runs: dict[str, dict], n: int, other: str = "drafted") -> dict:
-    """The undrafted path against ``other`` (drafted, or lookup for the unedited model)."""
-    u, d = runs["undrafted"], runs[other]
+def compare(edit: dict, runs: dict[str, dict], n: int, other: str = "drafted", base: str = "undrafted") -> dict:
+    """The ``base`` path (undrafted, or today's for the unedited model) against ``other`` (drafted, or lookup)."""
+    u, d = runs[base], runs[other]
     ids = sorted(u["records"])
     filters = sorted(u["records"][ids[0]]["answers"])
-    su, sd = u["stats"], d["stats"]
+    su, sd = {"greedy_passes": 0, **u["stats"]}, d["stats"]
     return {
         "edit": edit["name"], "questions": n,
         "undrafted_s": u["seconds"], "drafted_s": d["seconds"], "undrafted_cpu_s": u["cpu_seconds"],
@@ -249,7 +250,7 @@ def compare(edit: dict, runs: dict[str, dict], n: int, other: str = "drafted") -
         "text_differs": [i for i in ids if u["records"][i]["text"] != d["records"][i]["text"]],
         "same_answer": {f: sum(u["records"][i]["answers"][f] == d["records"][i]["answers"][f] for i in ids)
                         for f in filters},
-        "score": {"undrafted" if p == "undrafted" else "drafted" if p == other else p:
+        "score": {"undrafted" if p == base else "drafted" if p == other else p:
                   {f: sum(r["records"][i]["correct"][f] for i in ids) / n for f in filters} for p, r in runs.items()},
     } | ({"rebatched_same_text": sum(u["records"][i]["text"] == runs["rebatched"]["records"][i]["text"] for i in ids),
           "rebatched_same_answer": {f: sum(u["records"][i]["answers"][f] == runs["rebatched"]["records"][i]["answers"][f]
@@ -269,8 +270,10 @@ def draft_benchmark(args) -> int:
     print(f"{args.task}, {args.limit} questions, {args.dtype}, batch {args.batch_size}, threads "
           f"{torch.get_num_threads()}, token cost {cost:.4f}: the unedited model's answers (recorded as drafts)",
           flush=True)
-    base_runs = run_paths(hs, {"undrafted": baseline_store, "lookup": DraftStore(None, "bench")}, args.task, chunks,
-                          args, order=("undrafted", "lookup") if args.lookup else ("undrafted",))
+    # today: plain lm-eval HFLM (HF generate), the path a zero-shot batch took before every greedy batch drafted
+    order = ("undrafted",) + (("lookup",) if args.lookup else ()) + (("today",) if args.task == ZERO_SHOT_TASK else ())
+    base_runs = run_paths(hs, {"undrafted": baseline_store, "lookup": DraftStore(None, "bench"),
+                               "today": DraftStore(None, "bench")}, args.task, chunks, args, order=order)
     base = base_runs["undrafted"]
     out = {"args": vars(args), "baseline": {"seconds": base["seconds"], "cpu_seconds": base["cpu_seconds"],
                                             "stats": base["stats"], "records": base["records"]},
@@ -279,6 +282,9 @@ def draft_benchmark(args) -> int:
         summary = compare({"name": "unedited, prompt lookup"}, base_runs, len(ids), other="lookup")
         out["lookup"] = {**summary, "runs": base_runs}
         print(json.dumps({k: v for k, v in summary.items() if k != "text_differs"}), flush=True)
+    if "today" in base_runs:  # the unedited model: today's path against the greedy loop, undrafted and by lookup
+        out["today"] = [compare({"name": f"unedited, {p} vs today's HF generate"}, base_runs, len(ids), other=p,
+                                base="today") for p in order if p != "today"]
     answers: dict[str, DraftStore] = {}
     for edit in edits:
         handle = apply_intervention(model, selections[edit["top_k"]], edit["scalar"])
@@ -333,7 +339,7 @@ def print_table(out: dict, args) -> None:
           "(ratio) | drafted / accepted tokens per question | same text | same answer (strict / flexible) | "
           "score undrafted / drafted (strict) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for e in ([out["lookup"]] if "lookup" in out else []) + out["edits"]:
+    for e in out.get("today", []) + ([out["lookup"]] if "lookup" in out else []) + out["edits"]:
         n = e["questions"]
         answers = " / ".join(f"{e['same_answer'][f]}/{n}" for f in sorted(e["same_answer"], key=lambda f: "strict" not in f))
         strict = next((f for f in e["score"]["undrafted"] if "strict" in f), None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 
 import pytest
 import torch
@@ -319,11 +320,21 @@ def write_zero_shot_task(root) -> str:
     return str(folder)
 
 
+CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
 @pytest.mark.integration  # in-process, but end to end through the runner and lm-eval
-def test_a_users_zero_shot_yaml_task_drafts_and_results_json_counts_it(tiny_dir, tmp_path, data_dir):
+@pytest.mark.parametrize("chat", [False, True], ids=["plain", "chat-template"])
+def test_a_users_zero_shot_yaml_task_drafts_and_results_json_counts_it(tiny_dir, tmp_path, data_dir, chat):
     folder = write_zero_shot_task(tmp_path / "user")
     extra = (f"eval.include_path={folder}", "eval.tasks=[my_zero_shot_math]", "eval.math_tasks=[my_zero_shot_math]",
-             "eval.num_fewshot=null", "eval.limit=4", "eval.max_gen_toks=null")
+             "eval.num_fewshot=null", "eval.limit=4", "eval.max_gen_toks=null", f"eval.apply_chat_template={chat}")
+    if chat:  # the tiny model with a chat template: every prompt is wrapped in "<|user|>...<|end|><|assistant|>"
+        shutil.copytree(tiny_dir, tmp_path / "chat-model")
+        tiny_dir = tmp_path / "chat-model"
+        config = json.loads((tiny_dir / "tokenizer_config.json").read_text())
+        (tiny_dir / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": CHAT_TEMPLATE}))
 
     def run(name: str, *more: str) -> dict:
         workbench._WORKBENCHES.clear()
@@ -332,8 +343,8 @@ def test_a_users_zero_shot_yaml_task_drafts_and_results_json_counts_it(tiny_dir,
             f"eval.data_dir={data_dir}", "eval.limits={}", "eval.batch_size=4", "eval.bootstrap_iters=0",
             "eval.log_samples=true", "top_k=0.2", "intervention=scale", "intervention.scalar=1.01", *extra, *more]))
         result = run_point(cfg, tmp_path / name / "point")
-        result["responses"] = [r["response"] for r in read_records(tmp_path / name / "point" / SAMPLES_DIR /
-                                                                   "my_zero_shot_math.jsonl")]
+        records = read_records(tmp_path / name / "point" / SAMPLES_DIR / "my_zero_shot_math.jsonl")
+        result["responses"] = [r["response"] for r in records]
         return result
 
     drafted = run("drafted")  # the baseline's answers are recorded, then the edited point drafts from them
