@@ -1,7 +1,9 @@
-"""Greedy decoding of a batch that continues from a prompt prefix's KV cache, drafted where a draft exists.
+"""Greedy decoding of a batch, continuing from a shared prompt prefix's KV cache where there is one, drafted
+where a draft exists.
 
-:func:`greedy_decode` is the greedy loop of :class:`~mathneuro.evaluation.prefix_cache.PrefixCacheHFLM`.
-Without drafts it is plain greedy decoding: one pass for the prompt suffixes, then one token per
+:func:`greedy_decode` is the greedy loop of :class:`~mathneuro.evaluation.prefix_cache.PrefixCacheHFLM`,
+for every greedy batch (few-shot, zero-shot, chat-templated). Without drafts it is plain greedy
+decoding: one pass for the prompts (or their suffixes after the cached prefix), then one token per
 row and pass; a row leaves the batch once its text is final (EOS, a stop string, its budget).
 
 With drafts (:class:`~mathneuro.evaluation.draft_lookup.RowDraft`: the unedited model's answer to
@@ -89,8 +91,9 @@ def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
                   autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
                   ) -> tuple[list[list[int]], DecodeCounts]:
     """Greedy tokens of every row of ``ids`` (``[prefix | pads | suffix]``, ``mask`` its attention mask)
-    after the ``plen`` tokens in ``cache``, at most ``budget`` per row; with ``drafts`` (one per row, or
-    None) and a ``planner``, verified in drafted passes. ``window``: the model's sliding window, if any."""
+    after the ``plen`` tokens in ``cache`` (``plen`` 0, ``cache`` None: no shared prefix; ``ids`` are the
+    left-padded prompts), at most ``budget`` per row; with ``drafts`` (one per row, or None) and a
+    ``planner``, verified in drafted passes. ``window``: the model's sliding window, if any."""
     n = ids.shape[0]
     device = ids.device
     drafts = list(drafts) if drafts is not None and planner is not None else [None] * n
