@@ -5,7 +5,9 @@ samples for the task, as many of ``--filter-path`` for the filter; selections ar
 ``--cache-dir`` and reused, also by the other dtype). Then:
 
 1. the unedited model answers the ``--limit`` questions through the prefix-cache path; its tokens are
-   recorded into an in-memory draft store (the baseline's drafts, as the runner records them);
+   recorded into an in-memory draft store (the baseline's drafts, as the runner records them); with
+   ``--lookup`` (the default) chunk by chunk against ``lookup``, the unedited model decoding by prompt
+   lookup (``eval.prompt_lookup=on``: lookup in the prompt and the row's own tokens);
 2. for each edit of ``--edits`` the two paths run on the same questions, ``--chunk`` questions per
    lm-eval call, alternating which path goes first chunk by chunk, so that a busy, shared machine
    slows both alike: ``undrafted`` (``eval.draft=none``) and ``drafted`` (from the baseline's drafts).
@@ -15,7 +17,12 @@ loops (the pass ratio: about the gain where a pass costs the same for 1 or 100 t
 tokens drafted and accepted per question, generated texts identical, scored answers agreeing (per
 lm-eval filter), both paths' scores; and, simulated from the token sequences (one row at a time),
 the passes drafting would need from the baseline's answers and from the other scaled point's answers
-(whether drafting from the nearest evaluated point of the same selection would pay). With
+(whether drafting from the nearest evaluated point of the same selection would pay).
+
+``--task math_zeroshot``: a zero-shot task as a user would write it (a YAML in an ``eval.include_path``
+folder written to a temporary directory): MATH test problems read from ``<data-dir>/math/test.jsonl``
+by path, prompt "Problem: <problem>\nSolution:", greedy, ``max_gen_toks`` 96, stop at "Problem:",
+scored by the last ``\boxed{}`` against the solution's (``math_answers_equal``). With
 ``--noise-batch B`` each edit also runs undrafted in batches of ``B``: how often two undrafted runs
 that batch differently agree (in bf16 a greedy path parts at near-ties whenever the arithmetic changes).
 
@@ -26,6 +33,7 @@ that batch differently agree (in bf16 a greedy path parts at near-ties whenever 
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,6 +54,48 @@ from mathneuro.pipeline.config import register_configs
 from mathneuro.pipeline.workbench import get_workbench, prepare_samples
 
 PATHS = ("undrafted", "drafted")
+ZERO_SHOT_TASK = "math_zeroshot"  # written by zero_shot_task(); not in mathneuro's task table
+ZERO_SHOT_YAML = """\
+task: math_zeroshot
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+output_type: generate_until
+test_split: test
+doc_to_text: "Problem: {{{{problem}}}}\\nSolution:"
+doc_to_target: solution
+generation_kwargs:
+  until: ["Problem:"]
+  do_sample: false
+  max_gen_toks: 96
+process_results: !function math_zeroshot_scoring.process_results
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+metadata:
+  version: 1.0
+"""
+ZERO_SHOT_SCORING = '''\
+from mathneuro.evaluation.math_equivalence import last_boxed, math_answers_equal
+
+
+def process_results(doc, results):
+    answer, gold = last_boxed(results[0]), last_boxed(doc["solution"])
+    return {"exact_match": float(answer is not None and gold is not None and math_answers_equal(answer, gold))}
+'''
+
+
+def zero_shot_task(data_dir: str) -> str:
+    """A folder (temporary, outside the repository) holding the zero-shot MATH task's YAML and scoring."""
+    data = Path(data_dir).resolve() / "math" / "test.jsonl"
+    if not data.exists():
+        raise SystemExit(f"--task {ZERO_SHOT_TASK}: no MATH test file at {data}")
+    folder = Path(tempfile.mkdtemp(prefix="bench_math_zeroshot_"))
+    (folder / "math_zeroshot.yaml").write_text(ZERO_SHOT_YAML.format(data=data))
+    (folder / "math_zeroshot_scoring.py").write_text(ZERO_SHOT_SCORING)
+    return str(folder)
 
 
 def parse_edits(text: str) -> list[dict]:
@@ -90,13 +140,20 @@ def workbench_and_selections(args, edits: list[dict]):
 
 
 def harnesses(bench, args) -> dict[str, Harness]:
+    """One harness per path: undrafted (today: no drafts, no lookup), drafted (from the baseline's answers),
+    lookup (prompt lookup alone), rebatched (undrafted in batches of --noise-batch)."""
     out = {}
-    paths = [("undrafted", "none", args.batch_size), ("drafted", "baseline", args.batch_size)]
+    paths = [("undrafted", "none", "off", args.batch_size), ("drafted", "baseline", "auto", args.batch_size),
+             ("lookup", "none", "on", args.batch_size), ("today", "none", "off", args.batch_size)]
     if args.noise_batch:
-        paths.append(("rebatched", "none", args.noise_batch))
-    for path, draft, batch_size in paths:
+        paths.append(("rebatched", "none", "off", args.noise_batch))
+    user = {}
+    if args.task == ZERO_SHOT_TASK:
+        user = {"include_path": zero_shot_task(args.data_dir), "math_tasks": [ZERO_SHOT_TASK], "num_fewshot": 0}
+    for path, draft, lookup, batch_size in paths:
         cfg = EvalConfig(name=path, tasks=[args.task], data_dir=args.data_dir, batch_size=batch_size,
-                         max_gen_toks=args.max_gen_toks, bootstrap_iters=0, draft=draft, draft_tokens=args.draft_tokens)
+                         max_gen_toks=args.max_gen_toks, bootstrap_iters=0, draft=draft, draft_tokens=args.draft_tokens,
+                         prompt_lookup=lookup, prefix_cache=path != "today", **user)
         cfg.validate()
         out[path] = Harness(bench.model, bench.tokenizer, cfg, cfg.resolved_data_dir())
     return out
@@ -118,7 +175,8 @@ def run_chunk(harness: Harness, task: str, ids: list[int], args) -> dict:
         rec = records.setdefault(int(sample["doc_id"]), {"text": sample["resps"][0][0], "answers": {}, "correct": {}})
         rec["answers"][sample["filter"]] = str(sample["filtered_resps"][0])
         rec["correct"][sample["filter"]] = float(sample.get("exact_match", 0.0))
-    return {"seconds": seconds, "cpu_seconds": cpu_seconds, "stats": dict(vars(harness.lm.prefix_stats)),
+    stats = getattr(harness.lm, "prefix_stats", None)  # plain HFLM (today's path for zero-shot batches): none
+    return {"seconds": seconds, "cpu_seconds": cpu_seconds, "stats": dict(vars(stats)) if stats is not None else {},
             "records": records}
 
 
@@ -174,11 +232,12 @@ def simulated_passes(answer: list[int], draft: list[int] | None, cost: float, fi
     return passes
 
 
-def compare(edit: dict, runs: dict[str, dict], n: int) -> dict:
-    u, d = runs["undrafted"], runs["drafted"]
+def compare(edit: dict, runs: dict[str, dict], n: int, other: str = "drafted", base: str = "undrafted") -> dict:
+    """The ``base`` path (undrafted, or today's for the unedited model) against ``other`` (drafted, or lookup)."""
+    u, d = runs[base], runs[other]
     ids = sorted(u["records"])
     filters = sorted(u["records"][ids[0]]["answers"])
-    su, sd = u["stats"], d["stats"]
+    su, sd = {"greedy_passes": 0, **u["stats"]}, d["stats"]
     return {
         "edit": edit["name"], "questions": n,
         "undrafted_s": u["seconds"], "drafted_s": d["seconds"], "undrafted_cpu_s": u["cpu_seconds"],
@@ -191,8 +250,8 @@ def compare(edit: dict, runs: dict[str, dict], n: int) -> dict:
         "text_differs": [i for i in ids if u["records"][i]["text"] != d["records"][i]["text"]],
         "same_answer": {f: sum(u["records"][i]["answers"][f] == d["records"][i]["answers"][f] for i in ids)
                         for f in filters},
-        "score": {p: {f: sum(r["records"][i]["correct"][f] for i in ids) / n for f in filters}
-                  for p, r in runs.items()},
+        "score": {"undrafted" if p == base else "drafted" if p == other else p:
+                  {f: sum(r["records"][i]["correct"][f] for i in ids) / n for f in filters} for p, r in runs.items()},
     } | ({"rebatched_same_text": sum(u["records"][i]["text"] == runs["rebatched"]["records"][i]["text"] for i in ids),
           "rebatched_same_answer": {f: sum(u["records"][i]["answers"][f] == runs["rebatched"]["records"][i]["answers"][f]
                                            for i in ids) for f in filters}} if "rebatched" in runs else {})
@@ -211,10 +270,21 @@ def draft_benchmark(args) -> int:
     print(f"{args.task}, {args.limit} questions, {args.dtype}, batch {args.batch_size}, threads "
           f"{torch.get_num_threads()}, token cost {cost:.4f}: the unedited model's answers (recorded as drafts)",
           flush=True)
-    base = run_paths(hs, {"undrafted": baseline_store}, args.task, chunks, args, order=("undrafted",))["undrafted"]
+    # today: plain lm-eval HFLM (HF generate), the path a zero-shot batch took before every greedy batch drafted
+    order = ("undrafted",) + (("lookup",) if args.lookup else ()) + (("today",) if args.task == ZERO_SHOT_TASK else ())
+    base_runs = run_paths(hs, {"undrafted": baseline_store, "lookup": DraftStore(None, "bench"),
+                               "today": DraftStore(None, "bench")}, args.task, chunks, args, order=order)
+    base = base_runs["undrafted"]
     out = {"args": vars(args), "baseline": {"seconds": base["seconds"], "cpu_seconds": base["cpu_seconds"],
                                             "stats": base["stats"], "records": base["records"]},
            "edits": [], "simulated": []}
+    if args.lookup:  # the unedited model's own evaluation, by prompt lookup, against today's
+        summary = compare({"name": "unedited, prompt lookup"}, base_runs, len(ids), other="lookup")
+        out["lookup"] = {**summary, "runs": base_runs}
+        print(json.dumps({k: v for k, v in summary.items() if k != "text_differs"}), flush=True)
+    if "today" in base_runs:  # the unedited model: today's path against the greedy loop, undrafted and by lookup
+        out["today"] = [compare({"name": f"unedited, {p} vs today's HF generate"}, base_runs, len(ids), other=p,
+                                base="today") for p in order if p != "today"]
     answers: dict[str, DraftStore] = {}
     for edit in edits:
         handle = apply_intervention(model, selections[edit["top_k"]], edit["scalar"])
@@ -269,7 +339,7 @@ def print_table(out: dict, args) -> None:
           "(ratio) | drafted / accepted tokens per question | same text | same answer (strict / flexible) | "
           "score undrafted / drafted (strict) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for e in out["edits"]:
+    for e in out.get("today", []) + ([out["lookup"]] if "lookup" in out else []) + out["edits"]:
         n = e["questions"]
         answers = " / ".join(f"{e['same_answer'][f]}/{n}" for f in sorted(e["same_answer"], key=lambda f: "strict" not in f))
         strict = next((f for f in e["score"]["undrafted"] if "strict" in f), None)

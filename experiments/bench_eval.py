@@ -37,7 +37,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default=str(DEFAULT_MODEL), help="a .gguf file, a folder holding one, or a model folder")
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
-    p.add_argument("--task", default="gsm8k_cot", help="a task of mathneuro's task table (generation or multiple choice)")
+    p.add_argument("--task", default="gsm8k_cot", help="a task of mathneuro's task table (generation or multiple choice); "
+                   "--draft also math_zeroshot: MATH problems zero-shot, \"Problem: ... Solution:\" (bench_draft.py)")
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--batch-size", type=int, default=8)
@@ -58,6 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--chunk", type=int, default=16,
                    help="--draft: questions per lm-eval call; the two paths alternate chunk by chunk")
     p.add_argument("--draft-tokens", type=int, default=None, help="--draft: eval.draft_tokens (default: adaptive)")
+    p.add_argument("--lookup", action=argparse.BooleanOptionalAction, default=True,
+                   help="--draft: also the unedited model by prompt lookup against today's path (--no-lookup: not)")
     p.add_argument("--noise-batch", type=int, default=None,
                    help="--draft: also run each edit undrafted in batches of this size (the bf16 noise floor)")
     return p.parse_args(argv)

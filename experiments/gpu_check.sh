@@ -11,8 +11,8 @@
 # prepare needs: the converted 1.5B in the mathneuro cache (any run of claims_1p5b.sh leaves it there), the
 # shared data (DATA, default ../shared/data) and, for a machine without the project's dependencies, wheels in
 # .whl/ (see /work/.library/device/README.md); run installs .whl/*.whl into /tmp/site when present.
-# $OUT gets nine files: install.log test_cuda.log bench_identification.json point.log point_results.json
-# pass_cost.json draft.json draft.log suite.log
+# $OUT gets eleven files: install.log test_cuda.log bench_identification.json point.log point_results.json
+# pass_cost.json draft.json draft.log draft_math.json draft_math.log suite.log
 # Environment: TESTS (1) BENCH (1) POINT (1) DRAFT (1; DRAFT_QUESTIONS 64) SUITE (1: the whole test suite under
 # pytest-xdist, last)
 #   N (100 identification samples per set) GSM8K (100) MMLU (5 per subject) EVAL_BATCH (32) SUITE_TIMEOUT (240 s)
@@ -27,13 +27,14 @@ prepare() {
   data=$(cd "${DATA:-../shared/data}" && pwd)
   cfg=$(grep -l '"hidden_size": 1536' "${MATHNEURO_CACHE:-$HOME/.cache/mathneuro}"/models/*/config.json | head -1)
   [ -n "$cfg" ] || { echo "no converted Qwen2.5-1.5B in the mathneuro cache" >&2; exit 2; }
-  rm -rf "$gpu" && mkdir -p "$gpu/model" "$gpu/data"/{gsm8k,race,mmlu/by_subject}
+  rm -rf "$gpu" && mkdir -p "$gpu/model" "$gpu/data"/{gsm8k,race,math,mmlu/by_subject}
   grep -qx "/$gpu/" .git/info/exclude 2>/dev/null || echo "/$gpu/" >> .git/info/exclude
   local src; src=$(dirname "$cfg")
   cp "$src"/{config.json,generation_config.json,tokenizer_config.json,chat_template.jinja} "$gpu/model/"
   gzip -c "$src/tokenizer.json" > "$gpu/model/tokenizer.json.gz"
   head -n 400 "$data/gsm8k/train.jsonl" > "$gpu/data/gsm8k/train.jsonl"
   head -n "${GSM8K:-100}" "$data/gsm8k/test.jsonl" > "$gpu/data/gsm8k/test.jsonl"
+  head -n "${DRAFT_QUESTIONS:-64}" "$data/math/test.jsonl" > "$gpu/data/math/test.jsonl"  # the zero-shot draft bench
   head -n 400 "$data/race/validation_high.jsonl" > "$gpu/data/race/validation_high.jsonl"
   head -n 20 "$data/race/test_high_by_article.jsonl" > "$gpu/data/race/test_high_by_article.jsonl"
   cp "$data/mmlu/validation_prerelease.jsonl" "$gpu/data/mmlu/"
@@ -102,8 +103,9 @@ EOF
     cp /tmp/gpu_check_point/results.json "$out/point_results.json" 2>/dev/null
   fi
   if [ "${DRAFT:-1}" = 1 ]; then
-    # drafted decoding (issue 33): a pass of k tokens against a decode step (the ceiling), then the drafted
-    # benchmark at the eval batch. Random weights: the timings and pass counts mean something, the answers not.
+    # drafted decoding (issues 33, 42): a pass of k tokens against a decode step (the ceiling), then the drafted
+    # benchmark at the eval batch, few-shot (gsm8k_cot) and zero-shot (MATH, "Problem: ... Solution:"), each with
+    # the unedited model by prompt lookup. Random weights: the timings and pass counts mean something, the answers not.
     t0=$SECONDS
     "$py" experiments/bench_pass_cost.py --model "$model" --dtype bfloat16 --device cuda --batch 8 "${EVAL_BATCH:-32}" \
       --out "$out/pass_cost.json" 2>&1 | grep -v Loading | tail -n 26
@@ -111,6 +113,11 @@ EOF
       --batch-size "${EVAL_BATCH:-32}" --limit "${DRAFT_QUESTIONS:-64}" --chunk "${EVAL_BATCH:-32}" --data-dir "$gpu/data" \
       --cache-dir /tmp/gpu_check_bench --out "$out/draft.json" > "$out/draft.log" 2>&1
     echo "draft: rc $? in $((SECONDS - t0)) s"; grep -A6 '^| edit' "$out/draft.log"
+    t0=$SECONDS
+    "$py" experiments/bench_eval.py --draft --task math_zeroshot --model "$model" --dtype bfloat16 --device cuda \
+      --batch-size "${EVAL_BATCH:-32}" --limit "${DRAFT_QUESTIONS:-64}" --chunk "${EVAL_BATCH:-32}" --data-dir "$gpu/data" \
+      --cache-dir /tmp/gpu_check_bench --out "$out/draft_math.json" > "$out/draft_math.log" 2>&1
+    echo "draft (zero-shot): rc $? in $((SECONDS - t0)) s"; grep -A6 '^| edit' "$out/draft_math.log"
   fi
   if [ "${SUITE:-1}" = 1 ]; then
     t0=$SECONDS

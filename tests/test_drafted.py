@@ -3,7 +3,10 @@
 The drafts are the undrafted path's own answers, changed so that they part from what the model
 generates at the first token, in the middle, inside a stop string, at EOS, at ``max_gen_toks``, or
 never, or run on past the model's answer; the rows of one batch get different drafts (or none), so
-they accept different lengths. Plain lm-eval ``HFLM`` gives the same texts too.
+they accept different lengths. Plain lm-eval ``HFLM`` gives the same texts too. Every test runs on
+few-shot batches (a shared prefix, continued from its cache) and on zero-shot batches (prompts of
+different lengths sharing no prefix worth a cache), and with prompt lookup alone (``lookup``: no
+drafts; rows look up their prompt and own tokens), as the unedited model's own evaluation runs.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from mathneuro.evaluation.prefix_cache import PrefixCacheHFLM
 from mathneuro.models.tiny import ARCHITECTURES, tiny_model
 from tests.test_prefix_cache import PREFIX, QUESTIONS, _requests
 
-CONTEXTS = [PREFIX + q for q in QUESTIONS]
+SHOTS = {"few-shot": [PREFIX + q for q in QUESTIONS],  # one shared prefix: every batch continues from its cache
+         "zero-shot": QUESTIONS}  # only "Q: " in common: no batch shares a prefix worth a cache
 
 
 def other(token: int) -> int:
@@ -43,13 +47,18 @@ def run_on(g):
     return g + g[:6] + [40, 41, 42]
 
 
-@pytest.fixture(scope="module", params=ARCHITECTURES)
+@pytest.fixture(scope="module", params=[(a, s) for a in ARCHITECTURES for s in SHOTS],
+                ids=[f"{a}-{s}" for a in ARCHITECTURES for s in SHOTS])
 def lms(request):
-    """A tiny float32 model wrapped undrafted, drafted (adaptive and 2-token lookups) and by plain HFLM."""
-    model, tok = tiny_model(request.param)
+    """A tiny float32 model wrapped undrafted (no drafts, no lookup), drafted (adaptive and 2-token lookups; rows
+    without a draft by prompt lookup, float32's default), by prompt lookup alone, and by plain HFLM; its prompts."""
+    arch, shots = request.param
+    model, tok = tiny_model(arch)
     kw = dict(pretrained=model, tokenizer=tok, batch_size=4, min_prefix_tokens=8)
-    yield SimpleNamespace(model=model, tok=tok, undrafted=PrefixCacheHFLM(**kw, draft="none"),
+    yield SimpleNamespace(model=model, tok=tok, contexts=SHOTS[shots], shots=shots,
+                          undrafted=PrefixCacheHFLM(**kw, draft="none", prompt_lookup="off"),
                           drafted=PrefixCacheHFLM(**kw), fixed=PrefixCacheHFLM(**kw, draft_tokens=2),
+                          lookup=PrefixCacheHFLM(**kw, draft="none"),
                           plain=HFLM(pretrained=model, tokenizer=tok, batch_size=4))
     attach_draft_store(model, None)
 
@@ -59,8 +68,24 @@ def reference(lms, **gen_kwargs) -> tuple[list[str], DraftStore]:
     store = DraftStore(None, "tiny")
     attach_draft_store(lms.model, store)
     with store.recording():
-        texts = lms.undrafted.generate_until(_requests(CONTEXTS, **gen_kwargs), disable_tqdm=True)
+        texts = lms.undrafted.generate_until(_requests(lms.contexts, **gen_kwargs), disable_tqdm=True)
+    stats = lms.undrafted.prefix_stats
+    assert stats.greedy_batches == 2 and stats.tokens_drafted == 0  # every batch in the greedy loop, undrafted
+    assert stats.cached_batches == (2 if lms.shots == "few-shot" else 0)
     return texts, store
+
+
+def looked_up(lms, **gen_kwargs) -> list[str]:
+    """Texts decoded by prompt lookup alone (no draft store)."""
+    attach_draft_store(lms.model, None)
+    texts = lms.lookup.generate_until(_requests(lms.contexts, **gen_kwargs), disable_tqdm=True)
+    assert lms.lookup.prefix_stats.lookup_rows == len(lms.contexts)
+    return texts
+
+
+def plain(lms, **gen_kwargs) -> list[str]:
+    """Texts of plain lm-eval ``HFLM``."""
+    return lms.plain.generate_until(_requests(lms.contexts, **gen_kwargs), disable_tqdm=True)
 
 
 def drafted(lms, lm, answers: list[list[int] | None], keys: list[str], **gen_kwargs) -> list[str]:
@@ -70,7 +95,7 @@ def drafted(lms, lm, answers: list[list[int] | None], keys: list[str], **gen_kwa
         if answer is not None:
             drafts.put_key(key, answer)
     attach_draft_store(lms.model, drafts)
-    return lm.generate_until(_requests(CONTEXTS, **gen_kwargs), disable_tqdm=True)
+    return lm.generate_until(_requests(lms.contexts, **gen_kwargs), disable_tqdm=True)
 
 
 def changed(store: DraftStore, variants, basis: DraftStore | None = None) -> list[list[int] | None]:
@@ -90,11 +115,13 @@ def test_rows_parting_at_the_first_token_in_the_middle_or_never_give_the_undraft
     # each batch of 4 mixes rows that never part, part at once, part halfway, have no draft, or run on
     answers = changed(store, [never, at_first, in_middle, None, run_on])
     assert drafted(lms, lm, answers, store.keys(), **kw) == expected
-    assert lms.plain.generate_until(_requests(CONTEXTS, **kw), disable_tqdm=True) == expected
+    assert plain(lms, **kw) == expected
     stats = lm.prefix_stats
     assert stats.drafted_rows == sum(a is not None for a in answers) == 5
+    assert stats.lookup_rows == 1  # the row without a draft: prompt lookup (float32's default)
     assert 0 < stats.tokens_accepted < stats.tokens_drafted
     assert stats.greedy_passes < undrafted_passes
+    assert looked_up(lms, **kw) == expected
 
 
 def test_a_draft_that_never_parts_is_accepted_and_needs_few_passes(lms):
@@ -105,6 +132,7 @@ def test_a_draft_that_never_parts_is_accepted_and_needs_few_passes(lms):
     stats = lms.drafted.prefix_stats
     assert stats.tokens_accepted == stats.tokens_drafted > 0  # nothing proposed was wrong
     assert undrafted_passes == 32 and stats.greedy_passes <= undrafted_passes // 2
+    assert looked_up(lms, **kw) == expected
 
 
 def _one_char(tok, token: int, printable: bool) -> bool:
@@ -118,7 +146,7 @@ def _two_token_stop(tok, rows: list[list[int]]) -> tuple[int, int]:
     """(row, index) of two visible one-character tokens some row writes after its first two tokens."""
     for printable in (True, False):
         for r, g in enumerate(rows):
-            for i in range(2, len(g) - 1):
+            for i in range(2, len(g) - 2):  # the row stops before its budget ends
                 pair = tok.decode(g[i:i + 2])
                 if (_one_char(tok, g[i], printable) and _one_char(tok, g[i + 1], printable) and len(pair) == 2
                         and pair in tok.decode(g)):
@@ -146,7 +174,8 @@ def test_drafts_parting_inside_a_stop_string_or_running_past_it(lms):
         answers = changed(store, variants, basis=free)
         assert drafted(lms, lms.drafted, answers, store.keys(), **kw) == expected
         assert lms.drafted.prefix_stats.tokens_accepted > 0
-    assert lms.plain.generate_until(_requests(CONTEXTS, **kw), disable_tqdm=True) == expected
+    assert plain(lms, **kw) == expected
+    assert looked_up(lms, **kw) == expected
 
 
 def test_drafts_parting_at_eos_or_running_past_it(lms):
@@ -168,7 +197,8 @@ def test_drafts_parting_at_eos_or_running_past_it(lms):
         for variants in ([at_eos], [never]):  # never: the free answer proposes EOS and runs on past it
             answers = changed(store, variants, basis=free)
             assert drafted(lms, lms.drafted, answers, store.keys(), **free_kw) == expected
-        assert lms.plain.generate_until(_requests(CONTEXTS, **free_kw), disable_tqdm=True) == expected
+        assert plain(lms, **free_kw) == expected
+        assert looked_up(lms, **free_kw) == expected
     finally:
         config.eos_token_id = saved
 
@@ -186,31 +216,43 @@ def test_drafts_parting_at_max_gen_toks_or_longer_than_it(lms):
         assert drafted(lms, lms.drafted, answers, store.keys(), **kw) == expected
         assert drafted(lms, lms.fixed, answers, store.keys(), **kw) == expected
         assert lms.fixed.prefix_stats.tokens_accepted > 0
+    assert looked_up(lms, **kw) == expected
 
 
 def test_sampling_and_logits_processors_are_not_drafted(lms):
     kw = dict(until=["\n\n"], max_gen_toks=8, repetition_penalty=1.5)
-    expected, store = reference(lms, **kw)
-    assert drafted(lms, lms.drafted, changed(store, [never]), store.keys(), **kw) == expected
-    stats = lms.drafted.prefix_stats
-    assert stats.greedy_batches == 0 and stats.drafted_rows == 0 and stats.cached_batches == 2
+    expected = plain(lms, **kw)
+    for lm in (lms.drafted, lms.lookup):
+        store = DraftStore(None, "tiny")
+        attach_draft_store(lms.model, store)
+        with store.recording():  # the draft store is not consulted (nor written) by model.generate
+            assert lm.generate_until(_requests(lms.contexts, **kw), disable_tqdm=True) == expected
+        stats = lm.prefix_stats
+        assert stats.greedy_batches == 0 and stats.drafted_rows == stats.lookup_rows == 0 and store.keys() == []
+        assert stats.cached_batches == (2 if lms.shots == "few-shot" else 0)
 
 
+@pytest.mark.parametrize("shots", SHOTS)
 @pytest.mark.parametrize("arch", ["gemma2", "gemma3"])
-def test_a_sliding_window_model_drafts_only_within_its_window(arch):
+def test_a_sliding_window_model_drafts_only_within_its_window(arch, shots):
     """A window just longer than prompt + answer: drafting stops before rejected tokens' columns would push
     the first prompt tokens out of the window; the tokens stay those of undrafted decoding."""
     _, tok = tiny_model(arch)
+    contexts = SHOTS[shots]
     # the batch of the two shortest prompts fits with 2 columns to spare; the longer batch does not fit at all
-    window = max(len(tok(c)["input_ids"]) for c in sorted(CONTEXTS, key=len)[:2]) + 12 + 2
+    window = max(len(tok(c)["input_ids"]) for c in sorted(contexts, key=len)[:2]) + 12 + 2
     model, tok = tiny_model(arch, sliding_window=window)
     kw = dict(pretrained=model, tokenizer=tok, batch_size=4, min_prefix_tokens=8)
-    lms = SimpleNamespace(model=model, tok=tok, undrafted=PrefixCacheHFLM(**kw, draft="none"),
+    lms = SimpleNamespace(model=model, tok=tok, contexts=contexts, shots=shots,
+                          undrafted=PrefixCacheHFLM(**kw, draft="none", prompt_lookup="off"),
                           drafted=PrefixCacheHFLM(**kw))
     gen = dict(until=[], max_gen_toks=12)
     try:
-        expected, store = reference(lms, **gen)
-        assert lms.undrafted.prefix_stats.cached_batches == 1  # prompt + answer fit the window in one batch
+        store = DraftStore(None, "tiny")
+        attach_draft_store(lms.model, store)
+        with store.recording():
+            expected = lms.undrafted.generate_until(_requests(contexts, **gen), disable_tqdm=True)
+        assert lms.undrafted.prefix_stats.greedy_batches == 1  # prompt + answer fit the window in one batch
         answers = changed(store, [in_middle, at_first, never, run_on])
         assert drafted(lms, lms.drafted, answers, store.keys(), **gen) == expected
         assert lms.drafted.prefix_stats.drafted_rows >= 1
@@ -221,6 +263,7 @@ def test_a_sliding_window_model_drafts_only_within_its_window(arch):
 def test_rows_whose_drafts_share_no_token_with_the_answer_draft_from_their_own_repeats(lms):
     kw = dict(until=[], max_gen_toks=48)
     expected, store = reference(lms, **kw)
+    undrafted_passes = lms.undrafted.prefix_stats.greedy_passes
 
     def foreign(g):  # parts at the first token and never matches again: only the row's own tokens can propose
         return [t for t in range(3, 259) if t not in set(g)][:8]
@@ -228,3 +271,6 @@ def test_rows_whose_drafts_share_no_token_with_the_answer_draft_from_their_own_r
     assert drafted(lms, lms.drafted, changed(store, [foreign]), store.keys(), **kw) == expected
     stats = lms.drafted.prefix_stats
     assert stats.tokens_accepted > 0  # accepted from the rows' own earlier tokens (random tiny models repeat)
+    assert looked_up(lms, **kw) == expected
+    stats = lms.lookup.prefix_stats  # no drafts: the prompt and the rows' own tokens, fewer passes
+    assert 0 < stats.tokens_accepted <= stats.tokens_drafted and stats.greedy_passes < undrafted_passes

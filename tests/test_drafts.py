@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from mathneuro.evaluation import EvalConfig
 from mathneuro.evaluation.draft_lookup import DraftPlanner, RowDraft
 from mathneuro.evaluation.drafts import DraftStore, baseline_needs_drafts, may_generate, request_key
+from mathneuro.evaluation.greedy_search import prompt_lookup_on
 from mathneuro.evaluation.samples import SAMPLES_DIR, read_records
+from mathneuro.models.tiny import tiny_model
 from mathneuro.pipeline import workbench
 from mathneuro.pipeline.runner import run_point
 from mathneuro.pipeline.workbench import Workbench
@@ -87,6 +91,41 @@ def test_a_draft_that_ends_proposes_nothing_more():
     row.advance([5, 6], proposed=1, accepted=1)
     assert row.available() == 0 and row.proposal(4) == []
     assert RowDraft([]).proposal(3) == [] and RowDraft([]).kind is None
+
+
+def test_a_row_without_a_draft_looks_up_its_prompt_after_its_own_tokens():
+    prompt = [1, 20, 21, 22, 23, 5, 20, 30, 31]  # (20,) occurs twice: the latest occurrence (then 30) wins
+    row = RowDraft([], context=prompt)
+    assert row.pos is None and row.kind is None and row.proposal(3) == [] and row.available() == 0
+    generated = [20]
+    row.advance(generated, proposed=0, accepted=0)
+    assert row.source is row.context and row.proposal(3) == [30, 31] and row.available() == 2
+    generated += [21, 22]  # the model's own 21, 22 (not the 30 proposed): (20, 21, 22) is in the prompt, then 23
+    row.advance(generated, proposed=2, accepted=0)
+    assert row.kind == "ngram3" and row.proposal(3) == [23, 5, 20]
+    generated += [23, 5, 20, 30, 31, 7]  # 5 proposed, 5 accepted, then the model's own 7 (the prompt has 31 last)
+    row.advance(generated, proposed=5, accepted=5)
+    assert row.pos is None  # 7 occurs nowhere
+    generated += [20, 21]  # (20, 21): once in the prompt (then 22) and once in the row (then 22, 23) ...
+    row.advance(generated, proposed=0, accepted=0)
+    assert row.source is generated and row.proposal(4) == [22, 23, 5, 20]  # ... the row's own tokens win the tie
+    generated += [99, 1, 20, 21]  # (1, 20, 21): only in the prompt; a longer match beats the row's (20, 21)
+    row.advance(generated, proposed=0, accepted=0)
+    assert row.source is row.context and row.kind == "ngram3" and row.proposal(2) == [22, 23]
+    with_answer = RowDraft([40, 41], context=[5, 6, 7])  # the answer first; the prompt after a departure
+    with_answer.advance([40, 6], proposed=2, accepted=1)
+    assert with_answer.source is with_answer.context and with_answer.proposal(2) == [7]
+
+
+def test_prompt_lookup_is_on_by_default_in_float32_and_an_option_in_bf16():
+    model, _ = tiny_model("llama")
+    assert prompt_lookup_on(model, "auto") and not prompt_lookup_on(model, "off")
+    assert not prompt_lookup_on(model, "auto", mixed_precision=torch.bfloat16)  # autocast: not float32 arithmetic
+    model.to(torch.bfloat16)
+    assert not prompt_lookup_on(model, "auto") and prompt_lookup_on(model, "on")
+    with pytest.raises(ValueError, match="eval.prompt_lookup: unknown value 'yes'; allowed: auto, on, off"):
+        EvalConfig(tasks=["arith"], prompt_lookup="yes").validate()
+    assert EvalConfig(tasks=["arith"]).fingerprint() == EvalConfig(tasks=["arith"], prompt_lookup="on").fingerprint()
 
 
 def test_fixed_draft_tokens_verify_the_whole_draft_first_then_lookups_of_that_length():
@@ -207,7 +246,8 @@ def test_a_sweep_run_twice_evaluates_its_second_run_from_the_stored_drafts(tiny_
     assert len(list((cache / "statistics" / "baselines" / "drafts").rglob("*.json"))) == 3
     second, bench = run_sweep(tiny_dir, cache, data_dir, tmp_path / "second", scalars)
     assert bench.draft_store().recorded == 0  # the baseline was read, not evaluated again
-    plain, _ = run_sweep(tiny_dir, cache, data_dir, tmp_path / "plain", scalars, "eval.draft=none")
+    plain, _ = run_sweep(tiny_dir, cache, data_dir, tmp_path / "plain", scalars, "eval.draft=none",
+                         "eval.prompt_lookup=off")
     for s, undrafted, before, after in zip(scalars, plain, first, second, strict=True):
         drafting = json.loads((tmp_path / "second" / f"s{s}" / "results.json").read_text())["drafting"]
         assert drafting["requests"] == drafting["requests_drafted"] == 3
@@ -237,3 +277,81 @@ def test_a_baseline_cached_before_drafts_is_evaluated_again_once_to_record_them(
     assert result["baseline_metrics"] == data["metrics"] and result["drafting"]["requests_drafted"] == 3
     (_, bench) = run_sweep(tiny_dir, cache, data_dir, tmp_path / "third", [1.2])
     assert bench.draft_store().recorded == 0  # now it has them: read, not evaluated
+
+
+ZERO_SHOT_YAML = """\
+task: my_zero_shot_math
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+output_type: generate_until
+test_split: test
+doc_to_text: "Problem: {{{{problem}}}}\\nSolution:"
+doc_to_target: answer
+generation_kwargs:
+  until: ["Problem:"]
+  do_sample: false
+  max_gen_toks: 24
+process_results: !function zero_shot_helpers.process_results
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+metadata:
+  version: 1.0
+"""
+ZERO_SHOT_HELPERS = '''\
+def process_results(doc, results):
+    return {"exact_match": float(results[0].strip() == doc["answer"])}
+'''
+
+
+def write_zero_shot_task(root) -> str:
+    """A user's zero-shot MATH-style generation task (prompts of different lengths sharing only "Problem: ")."""
+    folder = root / "my_tasks"
+    folder.mkdir(parents=True)
+    with (root / "problems.jsonl").open("w") as fh:
+        for problem, answer in (("What is 3 + 4?", "7"), ("Half of twelve, then add nine, is what number?", "15"),
+                                ("Simplify x + x.", "2x"), ("Find y if 2y = 10.", "5")):
+            fh.write(json.dumps({"problem": problem, "answer": answer}) + "\n")
+    (folder / "my_zero_shot_math.yaml").write_text(ZERO_SHOT_YAML.format(data=root / "problems.jsonl"))
+    (folder / "zero_shot_helpers.py").write_text(ZERO_SHOT_HELPERS)
+    return str(folder)
+
+
+CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+@pytest.mark.integration  # in-process, but end to end through the runner and lm-eval
+@pytest.mark.parametrize("chat", [False, True], ids=["plain", "chat-template"])
+def test_a_users_zero_shot_yaml_task_drafts_and_results_json_counts_it(tiny_dir, tmp_path, data_dir, chat):
+    folder = write_zero_shot_task(tmp_path / "user")
+    extra = (f"eval.include_path={folder}", "eval.tasks=[my_zero_shot_math]", "eval.math_tasks=[my_zero_shot_math]",
+             "eval.num_fewshot=null", "eval.limit=4", "eval.max_gen_toks=null", f"eval.apply_chat_template={chat}")
+    if chat:  # the tiny model with a chat template: every prompt is wrapped in "<|user|>...<|end|><|assistant|>"
+        shutil.copytree(tiny_dir, tmp_path / "chat-model")
+        tiny_dir = tmp_path / "chat-model"
+        config = json.loads((tiny_dir / "tokenizer_config.json").read_text())
+        (tiny_dir / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": CHAT_TEMPLATE}))
+
+    def run(name: str, *more: str) -> dict:
+        workbench._WORKBENCHES.clear()
+        cfg = OmegaConf.to_object(compose_cfg([
+            *base_overrides(tiny_dir, tmp_path / name / "cache"), "logger=none", "eval=paper",
+            f"eval.data_dir={data_dir}", "eval.limits={}", "eval.batch_size=4", "eval.bootstrap_iters=0",
+            "eval.log_samples=true", "top_k=0.2", "intervention=scale", "intervention.scalar=1.01", *extra, *more]))
+        result = run_point(cfg, tmp_path / name / "point")
+        records = read_records(tmp_path / name / "point" / SAMPLES_DIR / "my_zero_shot_math.jsonl")
+        result["responses"] = [r["response"] for r in records]
+        return result
+
+    drafted = run("drafted")  # the baseline's answers are recorded, then the edited point drafts from them
+    plain = run("plain", "eval.draft=none", "eval.prompt_lookup=off")
+    counts = drafted["drafting"]
+    assert counts["requests"] == counts["requests_drafted"] == 4  # zero-shot batches draft too
+    assert 0 < counts["tokens_accepted"] <= counts["tokens_drafted"] and counts["passes"] < counts["tokens_generated"]
+    assert plain["drafting"]["requests"] == 4 and plain["drafting"]["tokens_drafted"] == 0
+    assert drafted["responses"] == plain["responses"] and len(drafted["responses"]) == 4
+    assert drafted["metrics"] == plain["metrics"] and drafted["baseline_metrics"] == plain["baseline_metrics"]

@@ -49,11 +49,15 @@ def test_shared_prefix_mixed_lengths_match_plain_hflm(pair):
     assert stats.prefix_tokens_skipped >= (4 - 1 + 2 - 1) * len(PREFIX)
 
 
-def test_batch_without_shared_prefix_takes_the_plain_path(pair):
+def test_batch_without_shared_prefix_is_decoded_by_the_greedy_loop_without_a_cache(pair):
     contexts = [q.replace("Q:", c) for q, c in zip(QUESTIONS, "ABCDEF", strict=True)]
     expected, got = _both(pair, contexts, until=["Q:"], max_gen_toks=8)
     assert got == expected
-    assert pair[1].prefix_stats.cached_batches == 0 and pair[1].prefix_stats.batches == 2
+    stats = pair[1].prefix_stats
+    assert stats.cached_batches == 0 and stats.batches == stats.greedy_batches == 2
+    expected, got = _both(pair, contexts, until=["Q:"], max_gen_toks=8, repetition_penalty=1.5)
+    assert got == expected  # not greedy search: model.generate, as plain HFLM
+    assert pair[1].prefix_stats.greedy_batches == 0 and pair[1].prefix_stats.batches == 2
 
 
 def test_stop_strings_cut_each_row_as_plain_hflm(pair):

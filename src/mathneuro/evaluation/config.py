@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from mathneuro.evaluation.drafts import DRAFT_MODES
+from mathneuro.evaluation.greedy_search import PROMPT_LOOKUP_MODES
 from mathneuro.evaluation.probe_registry import is_probe, probe_spec
 from mathneuro.evaluation.task_index import check_task_names, include_paths, local_task_names
 from mathneuro.evaluation.tasks import (
@@ -85,6 +86,7 @@ class EvalConfig:
     prefix_cache: bool = True  # a prompt shared by requests is computed once: few-shot prefix, multiple-choice context (false: plain HFLM)
     draft: str = "baseline"  # greedy decoding drafted from the unedited model's answers where stored (needs prefix_cache); none: off
     draft_tokens: Optional[int] = None  # length of lookup drafts (null: adaptive, by acceptance and a pass's cost)
+    prompt_lookup: str = "auto"  # greedy rows without a baseline draft draft by lookup in their prompt and own tokens; auto: in float32
     max_length: Optional[int] = None  # HFLM context length (None: from the model config)
     softmax_dtype: Optional[str] = "float32"  # HFLM log-softmax dtype; null: the model's (bf16 rounds log-probs)
     apply_chat_template: bool = False
@@ -135,6 +137,7 @@ class EvalConfig:
         data.pop("log_samples")  # records are a by-product; the scores do not depend on them
         data.pop("draft")  # drafted decoding gives the tokens of undrafted greedy decoding
         data.pop("draft_tokens")
+        data.pop("prompt_lookup")  # the same tokens in float32 (its default); an option in bf16 (docs/drafting.md)
         data["limits"] = {k: v for k, v in sorted((self.limits or {}).items()) if v is not None}
         data["include_path"] = [str(p) for p in self.include_paths()]
         data["include_files"] = _folder_digest(self.include_paths())
@@ -196,6 +199,9 @@ class EvalConfig:
             raise ValueError(f"eval.draft: unknown value {self.draft!r}; allowed: {', '.join(DRAFT_MODES)}")
         if self.draft_tokens is not None:
             _check_min("eval.draft_tokens", self.draft_tokens, 1)
+        if self.prompt_lookup not in PROMPT_LOOKUP_MODES:
+            raise ValueError(f"eval.prompt_lookup: unknown value {self.prompt_lookup!r}; allowed: "
+                             f"{', '.join(PROMPT_LOOKUP_MODES)}")
         if self.softmax_dtype not in (None, "float32", "float64", "bfloat16", "float16"):
             raise ValueError(f"eval.softmax_dtype: unknown dtype {self.softmax_dtype!r}; "
                              "allowed: float32, float64, bfloat16, float16, null")

@@ -9,6 +9,11 @@ wins; the draft wins a tie): an answer that repeats itself, as a pruned model's 
 ``max_gen_toks``, proposes its next lap. Where nothing matches, the row proposes nothing until a
 later token does.
 
+Prompt lookup (``context``: the request's prompt tokens): a row without an answer to draft from (the
+unedited model's own evaluation, a request the store lacks) looks the suffix up in its own earlier
+tokens and then in its prompt (the latest occurrence), proposing what followed it there: a solution
+quotes its problem's numbers and phrases, a chain of thought its exemplars' wording.
+
 :class:`DraftPlanner` decides how many proposed tokens a pass verifies. Adaptive (the default):
 the length that maximises the tokens a pass is expected to produce per unit of its cost, from the
 acceptance seen so far in this call (counted per kind of anchor: the draft's start, a long
@@ -35,15 +40,24 @@ CANDIDATE_LENGTHS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 
 
 
 class RowDraft:
-    """One row's draft (the unedited model's answer) and where the row stands in it, or in its own
-    earlier tokens (``source``: the list proposed from)."""
+    """One row's draft (the unedited model's answer) and where the row stands in it, in its own earlier
+    tokens or in its prompt (``source``: the list proposed from).
 
-    def __init__(self, answer: Sequence[int]) -> None:
+    ``context``: the prompt's tokens, looked up after the answer and the row's own tokens (None: not
+    looked up). A row with an empty answer and a context drafts by prompt lookup alone.
+    """
+
+    def __init__(self, answer: Sequence[int], context: Sequence[int] | None = None) -> None:
         self.answer = [int(t) for t in answer]
         self._ends: dict[tuple[int, ...], list[int]] = {}  # n-gram -> end positions with a token after them
         for n in range(1, MAX_NGRAM + 1):
             for end in range(n, len(self.answer)):
                 self._ends.setdefault(tuple(self.answer[end - n:end]), []).append(end)
+        self.context = [int(t) for t in context] if context is not None else []
+        self._context_ends: dict[tuple[int, ...], int] = {}  # n-gram of the prompt -> latest end with a token after
+        for end in range(1, len(self.context)):
+            for n in range(1, min(MAX_NGRAM, end) + 1):
+                self._context_ends[tuple(self.context[end - n:end])] = end
         self.source: list[int] = self.answer
         self.pos: int | None = 0 if self.answer else None  # index in ``source`` of the next token proposed
         self.kind: str | None = "start" if self.answer else None
@@ -55,14 +69,19 @@ class RowDraft:
         """How many tokens the row can propose now (its own tokens: as many as asked, see ``proposal``)."""
         if self.pos is None:
             return 0
-        return len(self.source) - self.pos if self.source is self.answer else OWN_LAPS_LIMIT
+        return OWN_LAPS_LIMIT if self._looping else len(self.source) - self.pos
+
+    @property
+    def _looping(self) -> bool:
+        """Whether the row proposes from its own tokens (repeated as a loop would)."""
+        return self.source is not self.answer and self.source is not self.context
 
     def proposal(self, length: int) -> list[int]:
         """The next ``length`` proposed tokens (fewer at the draft's end; none while unanchored). From the
         row's own tokens: what followed the suffix's latest occurrence, repeated as a loop would."""
         if self.pos is None or length <= 0:
             return []
-        if self.source is self.answer:
+        if not self._looping:
             return self.source[self.pos:self.pos + length]
         lap = self.source[self.pos:]
         return [lap[i % len(lap)] for i in range(length)]
@@ -83,8 +102,8 @@ class RowDraft:
         self._anchor(generated)
 
     def _anchor(self, generated: list[int]) -> None:
-        """Re-anchor by the longest suffix of ``generated`` found in the answer or earlier in ``generated``
-        (None: found in neither)."""
+        """Re-anchor by the longest suffix of ``generated`` found in the answer, earlier in ``generated`` or in
+        the prompt, in that order for a suffix of one length (None: found in none)."""
         self._index_own(generated)
         for n in range(min(MAX_NGRAM, len(generated)), 0, -1):
             key = tuple(generated[-n:])
@@ -100,6 +119,11 @@ class RowDraft:
             own = self._own_ends.get(key)
             if own is not None:  # the row repeats itself: propose what followed last time
                 self.source, self.pos = generated, own
+                self.kind = self._kind(generated)
+                return
+            quoted = self._context_ends.get(key)
+            if quoted is not None:  # the row quotes its prompt: propose what followed there
+                self.source, self.pos = self.context, quoted
                 self.kind = self._kind(generated)
                 return
         self.pos, self.kind = None, None

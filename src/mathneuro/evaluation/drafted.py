@@ -1,7 +1,9 @@
-"""Greedy decoding of a batch that continues from a prompt prefix's KV cache, drafted where a draft exists.
+"""Greedy decoding of a batch, continuing from a shared prompt prefix's KV cache where there is one, drafted
+where a draft exists.
 
-:func:`greedy_decode` is the greedy loop of :class:`~mathneuro.evaluation.prefix_cache.PrefixCacheHFLM`.
-Without drafts it is plain greedy decoding: one pass for the prompt suffixes, then one token per
+:func:`greedy_decode` is the greedy loop of :class:`~mathneuro.evaluation.prefix_cache.PrefixCacheHFLM`,
+for every greedy batch (few-shot, zero-shot, chat-templated). Without drafts it is plain greedy
+decoding: one pass for the prompts (or their suffixes after the cached prefix), then one token per
 row and pass; a row leaves the batch once its text is final (EOS, a stop string, its budget).
 
 With drafts (:class:`~mathneuro.evaluation.draft_lookup.RowDraft`: the unedited model's answer to
@@ -42,7 +44,7 @@ class DecodeCounts:
 
     passes: int = 0
     generated: int = 0
-    rows_drafted: int = 0  # rows that had a draft
+    rows_drafted: int = 0  # rows that had a draft (an answer; rows drafting by prompt lookup alone not counted)
     drafted: int = 0  # proposed tokens fed to the model to be verified
     accepted: int = 0  # ... that were its own argmax
 
@@ -89,12 +91,13 @@ def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
                   autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
                   ) -> tuple[list[list[int]], DecodeCounts]:
     """Greedy tokens of every row of ``ids`` (``[prefix | pads | suffix]``, ``mask`` its attention mask)
-    after the ``plen`` tokens in ``cache``, at most ``budget`` per row; with ``drafts`` (one per row, or
-    None) and a ``planner``, verified in drafted passes. ``window``: the model's sliding window, if any."""
+    after the ``plen`` tokens in ``cache`` (``plen`` 0, ``cache`` None: no shared prefix; ``ids`` are the
+    left-padded prompts), at most ``budget`` per row; with ``drafts`` (one per row, or None) and a
+    ``planner``, verified in drafted passes. ``window``: the model's sliding window, if any."""
     n = ids.shape[0]
     device = ids.device
     drafts = list(drafts) if drafts is not None and planner is not None else [None] * n
-    counts = DecodeCounts(rows_drafted=sum(d is not None for d in drafts))
+    counts = DecodeCounts(rows_drafted=sum(d is not None and bool(d.answer) for d in drafts))
     generated: list[list[int]] = [[] for _ in range(n)]
     cache_arg = cache_kwarg(model)
     # logits of the verified positions only, as an index tensor (see generation.last_positions)

@@ -17,16 +17,21 @@ prefix its rows share and the per-row suffixes:
   left-padded *after* the prefix, the attention mask covers ``prefix + padded suffix`` and the
   position ids count real tokens only, so every real token sees the same context at the same
   positions as in plain ``HFLM`` (where the pads sit before the prefix);
-- greedy requests (lm-eval's default) are decoded by a loop that drops a row from the batch once
-  its output text is final (a stop string in its text, EOS, or ``max_gen_toks``), drafted from the
-  unedited model's answers where the model's draft store holds them (:mod:`~mathneuro.evaluation.drafted`);
-  other requests (sampling, beams, logits processors) go through ``model.generate`` with the cache.
+- other requests (sampling, beams, logits processors) go through ``model.generate`` with the cache.
+
+Every greedy batch (lm-eval's default), with a shared prefix or without one (a zero-shot task, a
+chat template), is decoded by one loop (:mod:`~mathneuro.evaluation.drafted`) that drops a row from
+the batch once its output text is final (a stop string in its text, EOS, or ``max_gen_toks``); the
+shared-prefix cache is where it starts when the rows share at least ``min_prefix_tokens``. It drafts
+from the unedited model's answers where the model's draft store holds them, and a row without one by
+lookup in its prompt and its own tokens (``prompt_lookup``: on in float32, where the tokens are
+those of undrafted decoding; an option in bf16).
 
 The token tensor returned has plain ``HFLM``'s layout (context width + generated tokens, pads
 after a row ends), so lm-eval's own decoding, stop-string cut, think-token handling and cache hook
-run unchanged. Batches whose rows share fewer than ``min_prefix_tokens`` tokens, seq2seq models,
-models with non-attention layers, and sliding-window models whose window is shorter than the
-sequence take the ordinary path.
+run unchanged. Non-greedy batches whose rows share fewer than ``min_prefix_tokens`` tokens,
+seq2seq models, models with non-attention layers, and sliding-window models whose window is
+shorter than the sequence take the ordinary path.
 
 Outputs equal plain ``HFLM``'s up to floating-point rounding: the prefix is computed in a batch of
 one instead of inside a padded batch, so in bf16 a greedy path can part where two tokens nearly
@@ -54,28 +59,13 @@ from mathneuro.evaluation.drafted import greedy_decode, max_logit_positions, sli
 from mathneuro.evaluation.drafts import DraftCounts, draft_store_of
 from mathneuro.evaluation.generation import cache_kwarg, generation_eos_ids, last_logit_only, returned_cache
 from mathneuro.evaluation.gqa_attention import grouped_query_attention
+from mathneuro.evaluation.greedy_search import is_plain_greedy, prompt_lookup_on
 from mathneuro.evaluation.last_token import one_token_groups, score_last_tokens
 from mathneuro.evaluation.shared_context import score_shared_context, shared_context_groups
 from mathneuro.evaluation.stop_watch import StopWatch
 
 log = logging.getLogger(__name__)
 
-# Generation options that change nothing when decoding greedily (they shape sampling only).
-_SAMPLING_ONLY = frozenset({"do_sample", "temperature", "top_p", "top_k", "min_p", "typical_p",
-                            "epsilon_cutoff", "eta_cutoff"})
-# generation_config fields that add logits processors or change greedy search; any of them set -> model.generate.
-_GREEDY_BREAKERS = {
-    "repetition_penalty": (None, 1.0), "encoder_repetition_penalty": (None, 1.0), "no_repeat_ngram_size": (None, 0),
-    "encoder_no_repeat_ngram_size": (None, 0), "bad_words_ids": (None,), "min_length": (None, 0),
-    "min_new_tokens": (None, 0), "sequence_bias": (None,), "forced_bos_token_id": (None,),
-    "forced_eos_token_id": (None,), "suppress_tokens": (None,), "begin_suppress_tokens": (None,),
-    "exponential_decay_length_penalty": (None,), "guidance_scale": (None, 1.0), "watermarking_config": (None,),
-    "num_beams": (None, 1), "num_return_sequences": (None, 1), "penalty_alpha": (None,), "max_new_tokens": (None,),
-    "stop_strings": (None,), "cache_implementation": (None, "dynamic"), "assistant_early_exit": (None,),
-    "prompt_lookup_num_tokens": (None,), "length_penalty": (None, 1.0), "low_memory": (None, False),
-    "logits_processor": (None,), "output_scores": (None, False), "output_logits": (None, False),
-    "return_dict_in_generate": (None, False), "token_healing": (None, False),
-}
 _ATTENTION_LAYERS = ("full_attention", "sliding_attention")
 
 
@@ -100,13 +90,14 @@ class PrefixStats:
     cached_batches: int = 0  # ... that continued from a shared-prefix cache
     prefix_computations: int = 0  # prefix forward passes (once per distinct prefix, not per batch)
     prefix_tokens_skipped: int = 0  # prompt tokens not recomputed: sum over cached batches of (rows - 1) * P
-    greedy_batches: int = 0  # cached batches decoded by the row-dropping greedy loop (others: model.generate)
+    greedy_batches: int = 0  # batches decoded by the row-dropping greedy loop (others: model.generate)
     shared_contexts: int = 0  # log-likelihood: contexts run once for all of their (multi-token) continuations
     context_tokens_skipped: int = 0  # log-likelihood: context tokens not recomputed, sum of (requests - 1) * C
     last_token_contexts: int = 0  # log-likelihood: distinct contexts of one-token requests, last position only
     last_token_requests: int = 0  # ... and the one-token requests they answered
     greedy_passes: int = 0  # model passes of the greedy loop (one per generated token without drafts)
     drafted_rows: int = 0  # greedy rows decoded with a draft (the unedited model's answer)
+    lookup_rows: int = 0  # greedy rows without one, drafted by lookup in their prompt and own tokens
     tokens_drafted: int = 0  # draft tokens fed to be verified
     tokens_accepted: int = 0  # ... that were the model's own greedy tokens
 
@@ -116,15 +107,18 @@ class PrefixCacheHFLM(HFLM):
 
     Build it like ``HFLM`` (``pretrained=model, tokenizer=tok, batch_size=8``); ``min_prefix_tokens``
     is the shortest shared prefix worth a cache. ``draft``: ``"baseline"`` drafts greedy decoding from
-    the model's draft store (:mod:`~mathneuro.evaluation.drafts`), ``"none"`` does not; ``draft_tokens``:
-    the length of lookup drafts (None: adaptive). ``prefix_stats`` describes the last call.
+    the model's draft store (:mod:`~mathneuro.evaluation.drafts`), ``"none"`` does not; ``prompt_lookup``:
+    rows without such a draft draft by lookup in their prompt and own tokens (``"auto"``: where the
+    model computes in float32, ``"on"``, ``"off"``); ``draft_tokens``: the length of lookup drafts (None:
+    adaptive). ``prefix_stats`` describes the last call.
     """
 
     def __init__(self, *args: Any, min_prefix_tokens: int = 16, draft: str = "baseline",
-                 draft_tokens: int | None = None, **kwargs: Any) -> None:
+                 draft_tokens: int | None = None, prompt_lookup: str = "auto", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.min_prefix_tokens = max(1, int(min_prefix_tokens))
         self.draft, self.draft_tokens = draft, draft_tokens
+        self.prompt_lookup = prompt_lookup_on(self.model, prompt_lookup, self.mixed_precision_dtype)
         self._planner: DraftPlanner | None = None  # drafting's acceptance estimates, learnt per call
         self.prefix_stats = PrefixStats()
         self._prefix_ids: list[int] | None = None
@@ -232,8 +226,11 @@ class PrefixCacheHFLM(HFLM):
         if reason is None:
             rows = [context[i][mask[i].bool()].tolist() for i in range(context.shape[0])]
             shared = min(shared_prefix_length(rows), min(len(r) for r in rows) - 1)
-            if shared >= self.min_prefix_tokens:
-                return self._generate_from_prefix(context, rows, shared, max_length, stop, generation_kwargs)
+            kwargs = {k: v for k, v in generation_kwargs.items() if k != "attention_mask"}
+            greedy = is_plain_greedy(self.model, kwargs, self.think_end_token)
+            if shared >= self.min_prefix_tokens or greedy:
+                return self._generate_from_prefix(context, mask, rows, shared if shared >= self.min_prefix_tokens
+                                                  else 0, max_length, stop, kwargs, greedy)
         return super()._model_generate(context, max_length, stop, **generation_kwargs)
 
     # ------------------------------------------------------------------ eligibility
@@ -269,19 +266,6 @@ class PrefixCacheHFLM(HFLM):
         log.info("prefix cache off for this model (%s): plain HFLM generation", reason)
         return reason
 
-    def _greedy_ok(self, kwargs: dict[str, Any]) -> bool:
-        """Whether ``model.generate`` with these kwargs is plain greedy search (so our loop is the same)."""
-        if isinstance(self.think_end_token, (int, str)) and self.think_end_token != "":
-            return False  # text after a stop string may matter (think tokens are cut first)
-        if any(k not in _SAMPLING_ONLY for k in kwargs):
-            return False
-        gen_cfg = copy.deepcopy(self.model.generation_config)
-        for key, value in kwargs.items():
-            setattr(gen_cfg, key, value)
-        if getattr(gen_cfg, "do_sample", False):
-            return False
-        return all(getattr(gen_cfg, key, None) in allowed for key, allowed in _GREEDY_BREAKERS.items())
-
     # ------------------------------------------------------------------ the cached path
     def _autocast(self):
         if self.mixed_precision_dtype is None:
@@ -310,11 +294,13 @@ class PrefixCacheHFLM(HFLM):
         self._prefix_ids, self._prefix_cache = list(prefix), cache
         return len(prefix), cache
 
-    def _generate_from_prefix(self, context: torch.Tensor, rows: list[list[int]], shared: int, max_length: int,
-                              stop: list[str], kwargs: dict[str, Any]) -> torch.Tensor:
-        plen, prefix_cache = self._prefix_for(rows[0][:shared])
-        if prefix_cache is None:
-            return super()._model_generate(context, max_length, stop, **kwargs)
+    def _generate_from_prefix(self, context: torch.Tensor, context_mask: torch.Tensor, rows: list[list[int]],
+                              shared: int, max_length: int, stop: list[str], kwargs: dict[str, Any],
+                              greedy: bool) -> torch.Tensor:
+        """Generate from the cache of the ``shared`` tokens every row starts with (0: no cache, greedy only)."""
+        plen, prefix_cache = self._prefix_for(rows[0][:shared]) if shared else (0, None)
+        if prefix_cache is None and (shared or not greedy):
+            return super()._model_generate(context, max_length, stop, attention_mask=context_mask, **kwargs)
         n, width = context.shape
         pad_id = self._pad_id()
         # [prefix | pads | suffix]: the same width as lm-eval's left-padded context, so its slicing still holds.
@@ -325,13 +311,13 @@ class PrefixCacheHFLM(HFLM):
             ids[i, width - (len(row) - plen):] = context.new_tensor(row[plen:])
             mask[i, :plen] = 1
             mask[i, width - (len(row) - plen):] = 1
-        cache = copy.deepcopy(prefix_cache)
-        cache.batch_repeat_interleave(n)
-        self.prefix_stats.cached_batches += 1
-        self.prefix_stats.prefix_tokens_skipped += (n - 1) * plen
-        kwargs = {k: v for k, v in kwargs.items() if k != "attention_mask"}
-        gen = _normalise_greedy_kwargs(kwargs)
-        if self._greedy_ok(gen):
+        cache = None
+        if plen:
+            cache = copy.deepcopy(prefix_cache)
+            cache.batch_repeat_interleave(n)
+            self.prefix_stats.cached_batches += 1
+            self.prefix_stats.prefix_tokens_skipped += (n - 1) * plen
+        if greedy:
             self.prefix_stats.greedy_batches += 1
             return self._greedy_from_cache(ids, mask, plen, cache, max_length, stop, pad_id, rows)
         return super()._model_generate(ids, max_length, stop, attention_mask=mask,
@@ -344,8 +330,9 @@ class PrefixCacheHFLM(HFLM):
     def _greedy_from_cache(self, ids: torch.Tensor, mask: torch.Tensor, plen: int, cache, max_length: int,
                            stop: list[str], pad_id: int, rows: list[list[int]]) -> torch.Tensor:
         """Greedy decoding of every row of ``ids`` (``[prefix | pads | suffix]``) after ``plen`` cached tokens
-        (:func:`~mathneuro.evaluation.drafted.greedy_decode`), drafted from the unedited model's answers to the
-        same requests where the model's draft store holds them (``draft="baseline"``).
+        (:func:`~mathneuro.evaluation.drafted.greedy_decode`; ``plen`` 0: no cache), drafted from the unedited
+        model's answers to the same requests where the model's draft store holds them (``draft="baseline"``),
+        and a row without one by lookup in its prompt and own tokens where ``prompt_lookup`` is on.
 
         Returns ``[ids | generated]`` with ``pad_id`` after each row's end, like ``generate``.
         """
@@ -356,19 +343,19 @@ class PrefixCacheHFLM(HFLM):
         eos = generation_eos_ids(self.model)
         settings = {"until": list(stop), "max_gen_toks": budget, "eos": sorted(eos)}
         store = draft_store_of(self.model)
-        drafts = None
-        if store is not None and self.draft == "baseline":
-            found = [store.get(row, settings) for row in rows]
-            drafts = [RowDraft(tokens) if tokens else None for tokens in found]
-            if self._planner is None:
-                self._planner = DraftPlanner(token_cost(self.model), self.draft_tokens,
-                                             max_pass_tokens=max_logit_positions(self.model))
+        found = [store.get(row, settings) if store is not None and self.draft == "baseline" else None for row in rows]
+        drafts = [RowDraft(tokens) if tokens else RowDraft([], context=row) if self.prompt_lookup else None
+                  for tokens, row in zip(found, rows, strict=True)]
+        if any(d is not None for d in drafts) and self._planner is None:
+            self._planner = DraftPlanner(token_cost(self.model), self.draft_tokens,
+                                         max_pass_tokens=max_logit_positions(self.model))
         generated, counts = greedy_decode(self.model, ids, mask, plen, cache, budget=budget, eos=eos,
                                           watch=StopWatch(self.tokenizer, stop), drafts=drafts, planner=self._planner,
                                           window=sliding_window(self.model), autocast=self._autocast)
         stats = self.prefix_stats
         stats.greedy_passes += counts.passes
         stats.drafted_rows += counts.rows_drafted
+        stats.lookup_rows += sum(d is not None for d in drafts) - counts.rows_drafted
         stats.tokens_drafted += counts.drafted
         stats.tokens_accepted += counts.accepted
         if store is not None:
@@ -382,17 +369,6 @@ class PrefixCacheHFLM(HFLM):
         for i, tokens in enumerate(generated):
             out[i, :len(tokens)] = torch.tensor(tokens, dtype=ids.dtype, device=ids.device)
         return torch.cat([ids, out], dim=1)
-
-
-def _normalise_greedy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """HFLM's ``_model_generate`` treatment of temperature / do_sample, without its side effects."""
-    kwargs = dict(kwargs)
-    kwargs["temperature"] = kwargs.get("temperature", 0.0)
-    if kwargs["temperature"] == 0.0 and kwargs.get("do_sample") is None:
-        kwargs["do_sample"] = False
-    if kwargs.get("do_sample") is False and kwargs["temperature"] == 0.0:
-        kwargs.pop("temperature")
-    return kwargs
 
 
 __all__ = ["PrefixCacheHFLM", "PrefixStats", "shared_prefix_length"]

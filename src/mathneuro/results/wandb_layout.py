@@ -131,7 +131,8 @@ def run_name(point: Mapping[str, Any], extras: Mapping[str, str] | None = None, 
     method = str(point.get("method"))
     if point.get("reference"):
         method += f"({point['reference']})"
-    edit = "prune" if point.get("intervention") == "prune" else f"s={point.get('scalar')}"
+    scalar = point.get("scalar")  # None for an intervention without one (prune, finetune, ...): its name instead
+    edit = str(point.get("intervention")) if scalar is None or scalar == 0 else f"s={scalar}"
     parts = [method, f"K={fields['K']}", edit, f"seed={point.get('seed')}"]
     parts += [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in (extras or {}).items()]
     return _fit(" ".join(parts))
