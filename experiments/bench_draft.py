@@ -45,9 +45,9 @@ from omegaconf import OmegaConf
 from mathneuro.cli.run import config_dir
 from mathneuro.edit.intervention import apply_intervention
 from mathneuro.evaluation import EvalConfig
-from mathneuro.evaluation.draft_lookup import DraftPlanner, RowDraft
-from mathneuro.evaluation.drafted import token_cost
-from mathneuro.evaluation.drafts import DraftStore, attach_draft_store
+from mathneuro.evaluation.decoding.draft_lookup import DraftPlanner, RowDraft
+from mathneuro.evaluation.decoding.drafted import token_cost
+from mathneuro.evaluation.decoding.drafts import DraftStore, attach_draft_store
 from mathneuro.evaluation.harness import Harness, preserved_rng
 from mathneuro.methods.selection import Selection
 from mathneuro.pipeline.config import register_configs

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     out = {"model": args.model, "dtype": args.dtype, "device": str(device), "cpu": cpu,
            "threads": torch.get_num_threads(), "results": []}
-    from mathneuro.evaluation.gqa_attention import grouped_query_attention
+    from mathneuro.evaluation.decoding.gqa_attention import grouped_query_attention
 
     attention = contextlib.nullcontext() if args.stock_attention else grouped_query_attention(model)
     out["attention"] = "stock" if args.stock_attention else "in-place grouped-query"

@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import pytest
 from lm_eval.models.huggingface import HFLM
 
-from mathneuro.evaluation.drafts import DraftStore, attach_draft_store
-from mathneuro.evaluation.prefix_cache import PrefixCacheHFLM
+from mathneuro.evaluation.decoding.drafts import DraftStore, attach_draft_store
+from mathneuro.evaluation.decoding.prefix_cache import PrefixCacheHFLM
 from mathneuro.models.tiny import ARCHITECTURES, tiny_model
 from tests.test_prefix_cache import PREFIX, QUESTIONS, _requests
 

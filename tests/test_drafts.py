@@ -12,9 +12,9 @@ import torch
 from omegaconf import OmegaConf
 
 from mathneuro.evaluation import EvalConfig
-from mathneuro.evaluation.draft_lookup import DraftPlanner, RowDraft
-from mathneuro.evaluation.drafts import DraftStore, baseline_needs_drafts, may_generate, request_key
-from mathneuro.evaluation.greedy_search import prompt_lookup_on
+from mathneuro.evaluation.decoding.draft_lookup import DraftPlanner, RowDraft
+from mathneuro.evaluation.decoding.drafts import DraftStore, baseline_needs_drafts, may_generate, request_key
+from mathneuro.evaluation.decoding.greedy_search import prompt_lookup_on
 from mathneuro.evaluation.samples import SAMPLES_DIR, read_records
 from mathneuro.models.tiny import tiny_model
 from mathneuro.pipeline import workbench

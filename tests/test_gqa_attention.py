@@ -1,4 +1,4 @@
-"""Grouped-query attention in place (evaluation/gqa_attention.py): the same logits as transformers' SDPA,
+"""Grouped-query attention in place (evaluation/decoding/gqa_attention.py): the same logits as transformers' SDPA,
 bit for bit, on every tiny architecture, for passes of several tokens over a padded, cached prefix."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import copy
 import pytest
 import torch
 
+from mathneuro.evaluation.decoding.gqa_attention import NAME, grouped_query_attention
 from mathneuro.evaluation.generation import cache_kwarg, returned_cache
-from mathneuro.evaluation.gqa_attention import NAME, grouped_query_attention
 from mathneuro.models.tiny import ARCHITECTURES, tiny_model
 
 

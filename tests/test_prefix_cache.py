@@ -9,8 +9,8 @@ from lm_eval.api.instance import Instance
 from lm_eval.models.huggingface import HFLM
 
 from mathneuro.evaluation import EvalConfig
+from mathneuro.evaluation.decoding.prefix_cache import PrefixCacheHFLM, shared_prefix_length
 from mathneuro.evaluation.harness import Harness
-from mathneuro.evaluation.prefix_cache import PrefixCacheHFLM, shared_prefix_length
 from mathneuro.models.tiny import ARCHITECTURES, tiny_model
 
 PREFIX = "Q: Ann has 3 cats and gets 2 more. How many cats?\nA: 3 + 2 = 5. The answer is 5.\n\n"

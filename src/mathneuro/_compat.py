@@ -18,6 +18,12 @@ import warnings
 
 #: old module -> where it lives now (removed in the release after 0.2)
 MOVED = {
+    "mathneuro.evaluation.prefix_cache": "mathneuro.evaluation.decoding.prefix_cache",  # 0.2: the decoding engine
+    "mathneuro.evaluation.drafted": "mathneuro.evaluation.decoding.drafted",  # 0.2: the decoding engine
+    "mathneuro.evaluation.drafts": "mathneuro.evaluation.decoding.drafts",  # 0.2: the decoding engine
+    "mathneuro.evaluation.draft_lookup": "mathneuro.evaluation.decoding.draft_lookup",  # 0.2: the decoding engine
+    "mathneuro.evaluation.gqa_attention": "mathneuro.evaluation.decoding.gqa_attention",  # 0.2: the decoding engine
+    "mathneuro.evaluation.shared_context": "mathneuro.evaluation.decoding.shared_context",  # 0.2: the decoding engine
     "mathneuro.analysis": "mathneuro.report.overlap",
     "mathneuro.builtin_methods": "mathneuro.methods",  # the package re-exports every built-in
     "mathneuro.cache": "mathneuro.statistics.cache",

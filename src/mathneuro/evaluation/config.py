@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from mathneuro.evaluation.drafts import DRAFT_MODES
-from mathneuro.evaluation.greedy_search import PROMPT_LOOKUP_MODES
+from mathneuro.evaluation.decoding.drafts import DRAFT_MODES
+from mathneuro.evaluation.decoding.greedy_search import PROMPT_LOOKUP_MODES
 from mathneuro.evaluation.probe_registry import is_probe, probe_spec
 from mathneuro.evaluation.task_index import check_task_names, include_paths, local_task_names
 from mathneuro.evaluation.tasks import (

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 from tqdm.auto import tqdm
 
-from mathneuro.evaluation.gqa_attention import grouped_query_attention
+from mathneuro.evaluation.decoding.gqa_attention import grouped_query_attention
 from mathneuro.util.padding import left_padded, pad_token_id
 
 

@@ -2,7 +2,7 @@
 
 ``gsm8k_gen`` used to be a built-in probe with its own prompt, stop strings and answer extractor;
 it was faster than lm-eval only because it computed the few-shot prefix once, and it scored a
-different number of questions right. :class:`~mathneuro.evaluation.prefix_cache.PrefixCacheHFLM`
+different number of questions right. :class:`~mathneuro.evaluation.decoding.prefix_cache.PrefixCacheHFLM`
 now gives lm-eval's own ``gsm8k_cot`` that speed, so ``gsm8k_gen`` runs exactly that task (its
 prompt, exemplars, stop sequences and ``strict-match`` / ``flexible-extract`` filters) through
 the harness, on the problems the probe always read: ``eval.gsm8k_gen.file``, else

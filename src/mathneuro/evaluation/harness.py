@@ -165,7 +165,7 @@ class Harness:
         if self._lm is None:
             from lm_eval.models.huggingface import HFLM
 
-            from mathneuro.evaluation.prefix_cache import (
+            from mathneuro.evaluation.decoding.prefix_cache import (
                 PrefixCacheHFLM,  # deferred: lm-eval's HF model stack
             )
 

@@ -7,7 +7,7 @@ at every position of it: ``batch x length x vocabulary`` floats, several GB per 
 :func:`score_last_tokens` runs the same prompts left-padded (attention mask and position ids
 counting real tokens only, so every real token sees what it sees in ``HFLM``) and asks the model
 for the last position's logits only. The result is lm-eval's ``(log-probability, is greedy)`` per
-continuation, up to floating-point rounding. :class:`~mathneuro.evaluation.prefix_cache.PrefixCacheHFLM`
+continuation, up to floating-point rounding. :class:`~mathneuro.evaluation.decoding.prefix_cache.PrefixCacheHFLM`
 uses it for lm-eval's log-likelihood requests.
 """
 

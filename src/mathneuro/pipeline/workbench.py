@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from mathneuro.data.datasets import draw_samples, load_records, render, sample_ids_hash
-from mathneuro.evaluation.drafts import DraftStore, attach_draft_store, baseline_needs_drafts
+from mathneuro.evaluation.decoding.drafts import DraftStore, attach_draft_store, baseline_needs_drafts
 from mathneuro.evaluation.evaluator import Evaluator
 from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, write_samples

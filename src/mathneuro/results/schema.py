@@ -70,7 +70,7 @@ class PointResult:
     ``resumed``: what later attempts read back from earlier ones (statistics batches, evaluated tasks);
     ``drafting``: what drafted greedy decoding did while the edit was evaluated (``requests``,
     ``requests_drafted``, ``tokens_generated``, ``tokens_drafted``, ``tokens_accepted``, ``passes``;
-    :class:`~mathneuro.evaluation.drafts.DraftCounts`); ``provenance``: the code that made the numbers
+    :class:`~mathneuro.evaluation.decoding.drafts.DraftCounts`); ``provenance``: the code that made the numbers
     (version, git commit and dirty flag, library versions, each task's lm-eval version, n-shot and
     metric directions; :mod:`~mathneuro.results.provenance`).
     """

@@ -1,7 +1,7 @@
 """Which generation calls are plain greedy search, and which greedy rows draft by prompt lookup.
 
-:class:`~mathneuro.evaluation.prefix_cache.PrefixCacheHFLM` decodes a batch with its own greedy loop
-(:mod:`~mathneuro.evaluation.drafted`) only when ``model.generate`` with the same arguments would be
+:class:`~mathneuro.evaluation.decoding.prefix_cache.PrefixCacheHFLM` decodes a batch with its own greedy loop
+(:mod:`~mathneuro.evaluation.decoding.drafted`) only when ``model.generate`` with the same arguments would be
 plain greedy search: no sampling, beams, logits processors or other options that change which token
 is picked. Everything else stays on transformers' path.
 

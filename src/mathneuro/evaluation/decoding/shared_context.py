@@ -5,7 +5,7 @@ question); lm-eval's ``HFLM`` runs the context once per choice. :func:`score_sha
 it once, then every continuation but its last token in one batch that continues from the
 context's KV cache expanded to the choices (right-padded, positions continuing from the context).
 The result is lm-eval's ``(log-probability, is greedy)`` per continuation, up to floating-point
-rounding. :class:`~mathneuro.evaluation.prefix_cache.PrefixCacheHFLM` uses it for lm-eval's
+rounding. :class:`~mathneuro.evaluation.decoding.prefix_cache.PrefixCacheHFLM` uses it for lm-eval's
 log-likelihood requests.
 """
 

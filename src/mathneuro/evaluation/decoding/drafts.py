@@ -8,7 +8,7 @@ per loaded model under ``<cache>/baselines/drafts/<model key>/``, beside the bas
 metrics, so that later points and other processes sharing the cache reuse them:
 
 - while the baseline is evaluated the store *records* (:meth:`DraftStore.recording`): every greedy
-  generation of :class:`~mathneuro.evaluation.prefix_cache.PrefixCacheHFLM` is written, one JSON
+  generation of :class:`~mathneuro.evaluation.decoding.prefix_cache.PrefixCacheHFLM` is written, one JSON
   entry per request (tokens plus their sha256, written atomically);
 - at every later evaluation of the (edited) model the wrapper looks its requests up and drafts
   from what it finds (``eval.draft=baseline``, the default; ``none`` turns drafting off).

@@ -1,15 +1,15 @@
 """Greedy decoding of a batch, continuing from a shared prompt prefix's KV cache where there is one, drafted
 where a draft exists.
 
-:func:`greedy_decode` is the greedy loop of :class:`~mathneuro.evaluation.prefix_cache.PrefixCacheHFLM`,
+:func:`greedy_decode` is the greedy loop of :class:`~mathneuro.evaluation.decoding.prefix_cache.PrefixCacheHFLM`,
 for every greedy batch (few-shot, zero-shot, chat-templated). Without drafts it is plain greedy
 decoding: one pass for the prompts (or their suffixes after the cached prefix), then one token per
 row and pass; a row leaves the batch once its text is final (EOS, a stop string, its budget).
 
-With drafts (:class:`~mathneuro.evaluation.draft_lookup.RowDraft`: the unedited model's answer to
+With drafts (:class:`~mathneuro.evaluation.decoding.draft_lookup.RowDraft`: the unedited model's answer to
 the same request) a pass also feeds each row's proposed tokens, teacher-forced, after its input:
 the model's argmax at every fed position comes out of the one pass (after a departure a row proposes
-by lookup in that answer or in its own earlier tokens: :mod:`~mathneuro.evaluation.draft_lookup`).
+by lookup in that answer or in its own earlier tokens: :mod:`~mathneuro.evaluation.decoding.draft_lookup`).
 A row keeps the longest run of proposed tokens equal to the model's own argmax, plus the model's
 next token; every kept token is the model's own greedy choice, so the tokens are those of undrafted
 greedy decoding. Rows accept
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mathneuro.evaluation.draft_lookup import DraftPlanner, RowDraft
+from mathneuro.evaluation.decoding.draft_lookup import DraftPlanner, RowDraft
 from mathneuro.evaluation.generation import cache_kwarg, returned_cache
 from mathneuro.evaluation.stop_watch import StopWatch
 

@@ -20,7 +20,7 @@ prefix its rows share and the per-row suffixes:
 - other requests (sampling, beams, logits processors) go through ``model.generate`` with the cache.
 
 Every greedy batch (lm-eval's default), with a shared prefix or without one (a zero-shot task, a
-chat template), is decoded by one loop (:mod:`~mathneuro.evaluation.drafted`) that drops a row from
+chat template), is decoded by one loop (:mod:`~mathneuro.evaluation.decoding.drafted`) that drops a row from
 the batch once its output text is final (a stop string in its text, EOS, or ``max_gen_toks``); the
 shared-prefix cache is where it starts when the rows share at least ``min_prefix_tokens``. It drafts
 from the unedited model's answers where the model's draft store holds them, and a row without one by
@@ -54,14 +54,19 @@ import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
-from mathneuro.evaluation.draft_lookup import DraftPlanner, RowDraft
-from mathneuro.evaluation.drafted import greedy_decode, max_logit_positions, sliding_window, token_cost
-from mathneuro.evaluation.drafts import DraftCounts, draft_store_of
+from mathneuro.evaluation.decoding.draft_lookup import DraftPlanner, RowDraft
+from mathneuro.evaluation.decoding.drafted import (
+    greedy_decode,
+    max_logit_positions,
+    sliding_window,
+    token_cost,
+)
+from mathneuro.evaluation.decoding.drafts import DraftCounts, draft_store_of
+from mathneuro.evaluation.decoding.gqa_attention import grouped_query_attention
+from mathneuro.evaluation.decoding.greedy_search import is_plain_greedy, prompt_lookup_on
+from mathneuro.evaluation.decoding.shared_context import score_shared_context, shared_context_groups
 from mathneuro.evaluation.generation import cache_kwarg, generation_eos_ids, last_logit_only, returned_cache
-from mathneuro.evaluation.gqa_attention import grouped_query_attention
-from mathneuro.evaluation.greedy_search import is_plain_greedy, prompt_lookup_on
 from mathneuro.evaluation.last_token import one_token_groups, score_last_tokens
-from mathneuro.evaluation.shared_context import score_shared_context, shared_context_groups
 from mathneuro.evaluation.stop_watch import StopWatch
 
 log = logging.getLogger(__name__)
@@ -107,7 +112,7 @@ class PrefixCacheHFLM(HFLM):
 
     Build it like ``HFLM`` (``pretrained=model, tokenizer=tok, batch_size=8``); ``min_prefix_tokens``
     is the shortest shared prefix worth a cache. ``draft``: ``"baseline"`` drafts greedy decoding from
-    the model's draft store (:mod:`~mathneuro.evaluation.drafts`), ``"none"`` does not; ``prompt_lookup``:
+    the model's draft store (:mod:`~mathneuro.evaluation.decoding.drafts`), ``"none"`` does not; ``prompt_lookup``:
     rows without such a draft draft by lookup in their prompt and own tokens (``"auto"``: where the
     model computes in float32, ``"on"``, ``"off"``); ``draft_tokens``: the length of lookup drafts (None:
     adaptive). ``prefix_stats`` describes the last call.
@@ -330,7 +335,7 @@ class PrefixCacheHFLM(HFLM):
     def _greedy_from_cache(self, ids: torch.Tensor, mask: torch.Tensor, plen: int, cache, max_length: int,
                            stop: list[str], pad_id: int, rows: list[list[int]]) -> torch.Tensor:
         """Greedy decoding of every row of ``ids`` (``[prefix | pads | suffix]``) after ``plen`` cached tokens
-        (:func:`~mathneuro.evaluation.drafted.greedy_decode`; ``plen`` 0: no cache), drafted from the unedited
+        (:func:`~mathneuro.evaluation.decoding.drafted.greedy_decode`; ``plen`` 0: no cache), drafted from the unedited
         model's answers to the same requests where the model's draft store holds them (``draft="baseline"``),
         and a row without one by lookup in its prompt and own tokens where ``prompt_lookup`` is on.
 
