@@ -256,8 +256,8 @@ def test_run_point_writes_records_for_the_run_and_once_for_the_baseline(user_roo
     assert all(r["exact_match"] == float(r["answer"] == r["target"]) for r in arith)
     records = read_records(tmp_path / "run1" / "samples" / "my_mc.jsonl")
     assert len(records) == 4 and column_mean(records, "acc") == pytest.approx(results["metrics"]["nonmath/my_mc/acc"])
-    baseline_dir = Path(summary["baseline_dir"])
-    assert baseline_dir.is_absolute() and (baseline_dir / "my_mc.jsonl").is_file()
+    baseline_dir = tmp_path / "run1" / summary["baseline_dir"]  # relative to the run dir: the folder is the record
+    assert not Path(summary["baseline_dir"]).is_absolute() and (baseline_dir / "my_mc.jsonl").is_file()
     base_records = read_records(baseline_dir / "my_mc.jsonl")
     assert [r["doc_id"] for r in base_records] == [r["doc_id"] for r in records]
     assert column_mean(base_records, "acc") == pytest.approx(results["baseline_metrics"]["nonmath/my_mc/acc"])
