@@ -98,7 +98,7 @@ def test_user_errors_are_one_line_and_exit_2(tiny_dir, tmp_path, overrides, key,
     ],
 )
 def test_hydra_composition_errors_become_one_line_naming_the_key(override, line):
-    from mathneuro.pipeline.errors import user_error
+    from mathneuro.cli.errors import user_error
 
     with pytest.raises(Exception) as info:  # noqa: PT011 - Hydra raises several kinds
         compose_cfg([override])

@@ -219,3 +219,29 @@ def test_half_written_files_a_killed_attempt_left_go_once_the_entries_are_stored
     for kind in KINDS:
         cache.save(keys[kind], found[kind])
     assert [p for p in orphans if p.exists()] == [] and bystander.exists()
+
+
+def test_a_later_run_that_reads_the_stored_entries_clears_the_checkpoints_their_killed_pass_left(tiny, tmp_path):
+    """Killed after storing its entries but before deleting its checkpoint (and, an attempt earlier, in the
+    middle of a checkpoint write): the next run reads the entries, runs no pass, and still clears both, for
+    the pass of both kinds and for a pass of one; another pass's checkpoint stays."""
+    model, tok = tiny
+    cache = StatisticsCache(tmp_path / "cache")
+
+    def cached(cache, sources=None):
+        return cached_statistics(cache, model, tok, TEXTS[:8], model_identity={"model": "tiny"}, kinds=KINDS,
+                                 max_length=64, batch_size=BATCH, progress=False, sources=sources)
+
+    _, keys = cached(cache)
+    left = []
+    for subset in ([keys[k] for k in KINDS], [keys["lape"]]):
+        checkpoint = cache.checkpoint(subset, BATCH)
+        left += [checkpoint.path, checkpoint.path.parent / f".{checkpoint.path.name}.k9x4a1b2.tmp"]
+    other = cache.checkpoint(["an-entry-not-stored"], BATCH).path
+    other.parent.mkdir(parents=True, exist_ok=True)
+    for path in [*left, other]:
+        path.write_bytes(b"checkpoint")
+    sources = {}
+    cached(StatisticsCache(tmp_path / "cache"), sources)
+    assert set(sources.values()) == {"disk"}
+    assert [p for p in left if p.exists()] == [] and other.exists()

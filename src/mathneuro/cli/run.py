@@ -25,16 +25,16 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from mathneuro.cli.sweep_status import failed_sweep_line
-from mathneuro.pipeline.config import ConfigError, register_configs
-from mathneuro.pipeline.errors import (
-    SweepRefused,
+from mathneuro.cli.errors import (
     debug_requested,
     file_system_error,
     raise_on_sigterm,
     remove_refused_run,
     user_error,
 )
+from mathneuro.cli.sweep_status import failed_sweep_line
+from mathneuro.pipeline.config import ConfigError, register_configs
+from mathneuro.pipeline.errors import SweepRefused
 from mathneuro.pipeline.runner import run_point
 from mathneuro.results.wandb_layout import swept_values
 from mathneuro.util.signals import checkpoint_on_sigterm

@@ -20,6 +20,7 @@ Every lookup reports where the entry came from: ``memory``, ``disk``, ``computed
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -281,6 +282,30 @@ def cached_statistics(
         finally:
             for lock in reversed(locks):
                 lock.release()
+    if any(s != "computed" for s in source.values()):
+        clear_finished_checkpoints(cache, [keys[k] for k in kinds if source.get(k) != "computed"], batch_size)
     if sources is not None:
         sources.update(source)
     return KindMap(found), KindMap(keys)
+
+
+def clear_finished_checkpoints(cache: StatisticsCache, stored: Sequence[str], batch_size: int) -> None:
+    """Delete the checkpoints (whole or half-written) of passes whose entries are all stored among ``stored``.
+
+    A pass killed after storing its entries but before deleting its checkpoint leaves the checkpoint, and a
+    kill in the middle of an earlier checkpoint write its temp file; a later run reads the stored entries
+    and never runs that pass again, so it clears them here. A pass computes any subset of the kinds asked
+    together, so every subset's checkpoint is looked for; no process writes the checkpoint of entries that
+    are already stored, so this needs no lock."""
+    if cache.root is None or not (cache.root / "partial").is_dir():
+        return
+    stored = sorted(set(stored))
+    for size in range(1, len(stored) + 1):
+        for subset in itertools.combinations(stored, size):
+            checkpoint = cache.checkpoint(list(subset), batch_size)
+            try:
+                if checkpoint is not None:
+                    checkpoint.clear()
+            except OSError as exc:  # a read-only or failing cache: the files only waste space
+                log.debug("statistics cache: cannot clear %s (%s)", checkpoint.path, exc)
+                return
