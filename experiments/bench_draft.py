@@ -101,7 +101,7 @@ def zero_shot_task(data_dir: str) -> str:
 def parse_edits(text: str) -> list[dict]:
     """``scale:0.05:1.1,prune:0.15`` -> [{name, intervention, top_k, scalar}, ...]."""
     edits = []
-    for item in text.split(","):
+    for item in filter(None, text.split(",")):
         parts = item.split(":")
         kind, top_k = parts[0], float(parts[1])
         scalar = 0.0 if kind == "prune" else float(parts[2])
@@ -141,10 +141,13 @@ def workbench_and_selections(args, edits: list[dict]):
 
 def harnesses(bench, args) -> dict[str, Harness]:
     """One harness per path: undrafted (today: no drafts, no lookup), drafted (from the baseline's answers),
-    lookup (prompt lookup alone), rebatched (undrafted in batches of --noise-batch)."""
+    lookup (prompt lookup alone), batched (undrafted, in lm-eval's batches: no continuous batching),
+    rebatched (undrafted in batches of --noise-batch). --continuous sets the greedy loop's continuous
+    batching on the others."""
     out = {}
     paths = [("undrafted", "none", "off", args.batch_size), ("drafted", "baseline", "auto", args.batch_size),
-             ("lookup", "none", "on", args.batch_size), ("today", "none", "off", args.batch_size)]
+             ("lookup", "none", "on", args.batch_size), ("today", "none", "off", args.batch_size),
+             ("batched", "none", "off", args.batch_size)]
     if args.noise_batch:
         paths.append(("rebatched", "none", "off", args.noise_batch))
     user = {}
@@ -153,7 +156,8 @@ def harnesses(bench, args) -> dict[str, Harness]:
     for path, draft, lookup, batch_size in paths:
         cfg = EvalConfig(name=path, tasks=[args.task], data_dir=args.data_dir, batch_size=batch_size,
                          max_gen_toks=args.max_gen_toks, bootstrap_iters=0, draft=draft, draft_tokens=args.draft_tokens,
-                         prompt_lookup=lookup, prefix_cache=path != "today", **user)
+                         prompt_lookup=lookup, prefix_cache=path != "today",
+                         continuous_batching="off" if path == "batched" else args.continuous, **user)
         cfg.validate()
         out[path] = Harness(bench.model, bench.tokenizer, cfg, cfg.resolved_data_dir())
     return out
@@ -271,9 +275,11 @@ def draft_benchmark(args) -> int:
           f"{torch.get_num_threads()}, token cost {cost:.4f}: the unedited model's answers (recorded as drafts)",
           flush=True)
     # today: plain lm-eval HFLM (HF generate), the path a zero-shot batch took before every greedy batch drafted
-    order = ("undrafted",) + (("lookup",) if args.lookup else ()) + (("today",) if args.task == ZERO_SHOT_TASK else ())
+    order = (("undrafted",) + (("lookup",) if args.lookup else ()) + (("today",) if args.task == ZERO_SHOT_TASK else ())
+             + (("batched",) if args.continuous != "off" else ()))
     base_runs = run_paths(hs, {"undrafted": baseline_store, "lookup": DraftStore(None, "bench"),
-                               "today": DraftStore(None, "bench")}, args.task, chunks, args, order=order)
+                               "today": DraftStore(None, "bench"), "batched": DraftStore(None, "bench")},
+                          args.task, chunks, args, order=order)
     base = base_runs["undrafted"]
     out = {"args": vars(args), "baseline": {"seconds": base["seconds"], "cpu_seconds": base["cpu_seconds"],
                                             "stats": base["stats"], "records": base["records"]},
@@ -285,6 +291,9 @@ def draft_benchmark(args) -> int:
     if "today" in base_runs:  # the unedited model: today's path against the greedy loop, undrafted and by lookup
         out["today"] = [compare({"name": f"unedited, {p} vs today's HF generate"}, base_runs, len(ids), other=p,
                                 base="today") for p in order if p != "today"]
+    if "batched" in base_runs:  # the unedited model: continuous batching against lm-eval's batches, undrafted
+        out.setdefault("today", []).append(compare({"name": "unedited, continuous batching vs lm-eval's batches"},
+                                                   base_runs, len(ids), other="undrafted", base="batched"))
     answers: dict[str, DraftStore] = {}
     for edit in edits:
         handle = apply_intervention(model, selections[edit["top_k"]], edit["scalar"])

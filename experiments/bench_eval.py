@@ -61,6 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--draft-tokens", type=int, default=None, help="--draft: eval.draft_tokens (default: adaptive)")
     p.add_argument("--lookup", action=argparse.BooleanOptionalAction, default=True,
                    help="--draft: also the unedited model by prompt lookup against today's path (--no-lookup: not)")
+    p.add_argument("--continuous", default="auto", choices=["auto", "on", "off"],
+                   help="--draft: eval.continuous_batching of the greedy-loop paths (not off: also undrafted in "
+                        "lm-eval's batches, to compare)")
     p.add_argument("--noise-batch", type=int, default=None,
                    help="--draft: also run each edit undrafted in batches of this size (the bf16 noise floor)")
     return p.parse_args(argv)

@@ -6,7 +6,9 @@ never, or run on past the model's answer; the rows of one batch get different dr
 they accept different lengths. Plain lm-eval ``HFLM`` gives the same texts too. Every test runs on
 few-shot batches (a shared prefix, continued from its cache) and on zero-shot batches (prompts of
 different lengths sharing no prefix worth a cache), and with prompt lookup alone (``lookup``: no
-drafts; rows look up their prompt and own tokens), as the unedited model's own evaluation runs.
+drafts; rows look up their prompt and own tokens), as the unedited model's own evaluation runs. The drafted
+paths decode with continuous batching (float32's default: 8 requests, 4 rows at a time) and in lm-eval's
+batches.
 """
 
 from __future__ import annotations
@@ -50,14 +52,16 @@ def run_on(g):
 @pytest.fixture(scope="module", params=[(a, s) for a in ARCHITECTURES for s in SHOTS],
                 ids=[f"{a}-{s}" for a in ARCHITECTURES for s in SHOTS])
 def lms(request):
-    """A tiny float32 model wrapped undrafted (no drafts, no lookup), drafted (adaptive and 2-token lookups; rows
-    without a draft by prompt lookup, float32's default), by prompt lookup alone, and by plain HFLM; its prompts."""
+    """A tiny float32 model wrapped undrafted (no drafts, no lookup, lm-eval's batches of 4), drafted (adaptive and
+    2-token lookups; rows without a draft by prompt lookup; continuous batching: float32's defaults; and in
+    lm-eval's batches), by prompt lookup alone, and by plain HFLM; its prompts."""
     arch, shots = request.param
     model, tok = tiny_model(arch)
     kw = dict(pretrained=model, tokenizer=tok, batch_size=4, min_prefix_tokens=8)
     yield SimpleNamespace(model=model, tok=tok, contexts=SHOTS[shots], shots=shots,
-                          undrafted=PrefixCacheHFLM(**kw, draft="none", prompt_lookup="off"),
+                          undrafted=PrefixCacheHFLM(**kw, draft="none", prompt_lookup="off", continuous_batching="off"),
                           drafted=PrefixCacheHFLM(**kw), fixed=PrefixCacheHFLM(**kw, draft_tokens=2),
+                          in_batches=PrefixCacheHFLM(**kw, continuous_batching="off"),
                           lookup=PrefixCacheHFLM(**kw, draft="none"),
                           plain=HFLM(pretrained=model, tokenizer=tok, batch_size=4))
     attach_draft_store(model, None)
@@ -114,6 +118,7 @@ def test_rows_parting_at_the_first_token_in_the_middle_or_never_give_the_undraft
     lm = lms.drafted if variant == "adaptive" else lms.fixed
     # each batch of 4 mixes rows that never part, part at once, part halfway, have no draft, or run on
     answers = changed(store, [never, at_first, in_middle, None, run_on])
+    assert drafted(lms, lms.in_batches, answers, store.keys(), **kw) == expected
     assert drafted(lms, lm, answers, store.keys(), **kw) == expected
     assert plain(lms, **kw) == expected
     stats = lm.prefix_stats

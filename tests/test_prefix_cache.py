@@ -26,10 +26,10 @@ def _requests(contexts: list[str], **gen_kwargs) -> list[Instance]:
 
 @pytest.fixture(scope="module", params=ARCHITECTURES)
 def pair(request):
-    """(plain HFLM, PrefixCacheHFLM) around the same tiny float32 model."""
+    """(plain HFLM, PrefixCacheHFLM in lm-eval's batches) around the same tiny float32 model."""
     model, tok = tiny_model(request.param)
     plain = HFLM(pretrained=model, tokenizer=tok, batch_size=4)
-    fast = PrefixCacheHFLM(pretrained=model, tokenizer=tok, batch_size=4, min_prefix_tokens=8)
+    fast = PrefixCacheHFLM(pretrained=model, tokenizer=tok, batch_size=4, min_prefix_tokens=8, continuous_batching="off")
     return plain, fast
 
 

@@ -87,6 +87,7 @@ class EvalConfig:
     draft: str = "baseline"  # greedy decoding drafted from the unedited model's answers where stored (needs prefix_cache); none: off
     draft_tokens: Optional[int] = None  # length of lookup drafts (null: adaptive, by acceptance and a pass's cost)
     prompt_lookup: str = "auto"  # greedy rows without a baseline draft draft by lookup in their prompt and own tokens; auto: in float32
+    continuous_batching: str = "auto"  # greedy requests decode batch_size at a time, a finished row's slot going to the next; auto: in float32
     max_length: Optional[int] = None  # HFLM context length (None: from the model config)
     softmax_dtype: Optional[str] = "float32"  # HFLM log-softmax dtype; null: the model's (bf16 rounds log-probs)
     apply_chat_template: bool = False
@@ -138,6 +139,7 @@ class EvalConfig:
         data.pop("draft")  # drafted decoding gives the tokens of undrafted greedy decoding
         data.pop("draft_tokens")
         data.pop("prompt_lookup")  # the same tokens in float32 (its default); an option in bf16 (docs/drafting.md)
+        data.pop("continuous_batching")  # likewise
         data["limits"] = {k: v for k, v in sorted((self.limits or {}).items()) if v is not None}
         data["include_path"] = [str(p) for p in self.include_paths()]
         data["include_files"] = _folder_digest(self.include_paths())
@@ -199,9 +201,10 @@ class EvalConfig:
             raise ValueError(f"eval.draft: unknown value {self.draft!r}; allowed: {', '.join(DRAFT_MODES)}")
         if self.draft_tokens is not None:
             _check_min("eval.draft_tokens", self.draft_tokens, 1)
-        if self.prompt_lookup not in PROMPT_LOOKUP_MODES:
-            raise ValueError(f"eval.prompt_lookup: unknown value {self.prompt_lookup!r}; allowed: "
-                             f"{', '.join(PROMPT_LOOKUP_MODES)}")
+        for key in ("prompt_lookup", "continuous_batching"):
+            if getattr(self, key) not in PROMPT_LOOKUP_MODES:
+                raise ValueError(f"eval.{key}: unknown value {getattr(self, key)!r}; allowed: "
+                                 f"{', '.join(PROMPT_LOOKUP_MODES)}")
         if self.softmax_dtype not in (None, "float32", "float64", "bfloat16", "float16"):
             raise ValueError(f"eval.softmax_dtype: unknown dtype {self.softmax_dtype!r}; "
                              "allowed: float32, float64, bfloat16, float16, null")

@@ -173,7 +173,7 @@ class Harness:
             kwargs: dict[str, Any] = {"batch_size": self.cfg.batch_size}
             if self.cfg.prefix_cache:
                 kwargs.update(draft=self.cfg.draft, draft_tokens=self.cfg.draft_tokens,
-                              prompt_lookup=self.cfg.prompt_lookup)
+                              prompt_lookup=self.cfg.prompt_lookup, continuous_batching=self.cfg.continuous_batching)
             if self.cfg.max_length is not None:
                 kwargs["max_length"] = self.cfg.max_length
             if self.cfg.softmax_dtype is not None:

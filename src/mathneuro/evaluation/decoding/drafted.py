@@ -27,9 +27,11 @@ in bf16 such near-ties are common enough that some answers part (measured in exp
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -47,6 +49,7 @@ class DecodeCounts:
     rows_drafted: int = 0  # rows that had a draft (an answer; rows drafting by prompt lookup alone not counted)
     drafted: int = 0  # proposed tokens fed to the model to be verified
     accepted: int = 0  # ... that were its own argmax
+    joined: int = 0  # rows that joined rows already decoding (continuous batching)
 
 
 def token_cost(model: torch.nn.Module) -> float:
@@ -84,16 +87,80 @@ def _takes_logits_to_keep(model: torch.nn.Module) -> bool:
         return False
 
 
+@dataclass
+class _Live:
+    """The rows decoding together: their cache and attention mask over its columns, and what the next pass
+    feeds them (``lead``: the prompt suffixes in a row's first pass, then its last generated token)."""
+
+    rows: list[int]
+    cache: Any
+    cache_mask: torch.Tensor
+    lead_ids: torch.Tensor
+    lead_mask: torch.Tensor
+    lead_pos: torch.Tensor
+
+
+def _admit(rows: list[int], ids: torch.Tensor, mask: torch.Tensor, plen: int, prefix_cache) -> _Live:
+    """The state of ``rows`` of ``ids`` before their first pass: the prefix cache copied for each of them, and
+    their prompt suffixes with the columns that are padding in every one of them left out."""
+    sel = torch.tensor(rows, device=ids.device)
+    cache = None
+    if plen:
+        cache = copy.deepcopy(prefix_cache)
+        cache.batch_repeat_interleave(len(rows))
+    lead_ids, lead_mask = ids[sel][:, plen:], mask[sel][:, plen:]
+    used = lead_mask.any(dim=0).nonzero()
+    first = int(used[0]) if used.numel() else lead_mask.shape[1] - 1
+    lead_ids, lead_mask = lead_ids[:, first:], lead_mask[:, first:]
+    lead_pos = (plen + lead_mask.cumsum(-1) - 1).clamp(min=max(plen - 1, 0))
+    return _Live(list(rows), cache, mask[sel][:, :plen], lead_ids, lead_mask, lead_pos)
+
+
+def _pad_left(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    missing = width - t.shape[dim]
+    if missing <= 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = missing
+    return torch.cat([t.new_zeros(shape), t], dim=dim)
+
+
+def can_merge(cache) -> bool:
+    """Whether rows of two caches of this kind can be joined (full-attention layers keeping every column)."""
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
+
+
+def _merge(a: _Live, b: _Live) -> _Live:
+    """One state of ``a``'s rows then ``b``'s: both caches left-padded (masked columns) to the wider one."""
+    width = max(a.cache_mask.shape[1], b.cache_mask.shape[1])
+    for la, lb in zip(a.cache.layers, b.cache.layers, strict=True):
+        la.keys = torch.cat([_pad_left(la.keys, width, -2), _pad_left(lb.keys, width, -2)], dim=0)
+        la.values = torch.cat([_pad_left(la.values, width, -2), _pad_left(lb.values, width, -2)], dim=0)
+    mask = torch.cat([_pad_left(a.cache_mask, width, 1), _pad_left(b.cache_mask, width, 1)], dim=0)
+    return _Live(a.rows + b.rows, a.cache, mask, torch.cat([a.lead_ids, b.lead_ids]),
+                 torch.cat([a.lead_mask, b.lead_mask]), torch.cat([a.lead_pos, b.lead_pos]))
+
+
+def refill_size(slots: int) -> int:
+    """How many slots must be free before waiting rows join the batch: each joining costs a pass over their
+    prompts, so rows join a few at a time (a quarter of the slots), or as soon as no row is left."""
+    return max(1, -(-slots // 4))
+
+
 @torch.no_grad()
-def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, plen: int, cache, *,
+def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, plen: int, prefix_cache, *,
                   budget: int, eos: set[int], watch: StopWatch, drafts: Sequence[RowDraft | None] | None = None,
                   planner: DraftPlanner | None = None, window: int | None = None,
                   autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
-                  ) -> tuple[list[list[int]], DecodeCounts]:
+                  slots: int | None = None) -> tuple[list[list[int]], DecodeCounts]:
     """Greedy tokens of every row of ``ids`` (``[prefix | pads | suffix]``, ``mask`` its attention mask)
-    after the ``plen`` tokens in ``cache`` (``plen`` 0, ``cache`` None: no shared prefix; ``ids`` are the
-    left-padded prompts), at most ``budget`` per row; with ``drafts`` (one per row, or None) and a
-    ``planner``, verified in drafted passes. ``window``: the model's sliding window, if any."""
+    after the ``plen`` tokens in ``prefix_cache`` (a cache of one row, copied for each; ``plen`` 0,
+    ``prefix_cache`` None: no shared prefix; ``ids`` are the left-padded prompts), at most ``budget`` per
+    row; with ``drafts`` (one per row, or None) and a ``planner``, verified in drafted passes.
+    ``window``: the model's sliding window, if any. ``slots``: the most rows decoding at once (None:
+    every row from the start); with fewer slots than rows, waiting rows join the batch as rows finish
+    (continuous batching), so that a row finishing early frees its slot for the next."""
     n = ids.shape[0]
     device = ids.device
     drafts = list(drafts) if drafts is not None and planner is not None else [None] * n
@@ -102,17 +169,16 @@ def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
     cache_arg = cache_kwarg(model)
     # logits of the verified positions only, as an index tensor (see generation.last_positions)
     positions_kwarg = _takes_logits_to_keep(model)
-    alive = list(range(n))
-    cache_mask = mask[:, :plen]
-    lead_ids, lead_mask = ids[:, plen:], mask[:, plen:]
-    lead_pos = (plen + lead_mask.cumsum(-1) - 1).clamp(min=max(plen - 1, 0))
-    while alive:
+
+    def step(live: _Live) -> None:
+        """One pass over ``live``'s rows; the rows that finish leave it."""
+        alive, lead_ids, lead_mask, lead_pos = live.rows, live.lead_ids, live.lead_mask, live.lead_pos
         lead_width = lead_ids.shape[1]
         lengths = [0] * len(alive)
         if any(drafts[row] is not None for row in alive):
             room = 1 << 30
             if window is not None:  # every column fed stays inside the window (pads and rejected tokens too)
-                room = window - cache_mask.shape[1] - lead_width - max(budget - len(generated[r]) for r in alive)
+                room = window - live.cache_mask.shape[1] - lead_width - max(budget - len(generated[r]) for r in alive)
             rows = [(drafts[r].kind, min(drafts[r].available(), budget - len(generated[r]) - 1))
                     if drafts[r] is not None else (None, 0) for r in alive]
             lengths = planner.plan(rows, lead_width, room)
@@ -136,8 +202,8 @@ def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
         fed = step_ids.shape[1]
         keep_logits = {"logits_to_keep": torch.arange(lead_width - 1, fed, device=device)} if positions_kwarg else {}
         with autocast():
-            result = model(input_ids=step_ids, attention_mask=torch.cat([cache_mask, step_mask], dim=1),
-                           position_ids=step_pos, use_cache=True, **{cache_arg: cache}, **keep_logits)
+            result = model(input_ids=step_ids, attention_mask=torch.cat([live.cache_mask, step_mask], dim=1),
+                           position_ids=step_pos, use_cache=True, **{cache_arg: live.cache}, **keep_logits)
         cache = returned_cache(result)
         choices = result.logits[:, -(width + 1):, :].argmax(dim=-1).tolist()
         counts.passes += 1
@@ -166,7 +232,8 @@ def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
                 keep.append(slot)
                 kept_columns.append(lead_width + accepted)
         if not keep:
-            break
+            live.rows, live.cache = [], None
+            return
         columns = max(kept_columns)
         if columns < fed:
             cache.crop(columns - fed)
@@ -178,11 +245,36 @@ def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
         sel = torch.tensor(keep, device=device)
         if len(keep) < len(alive):
             cache.batch_select_indices(sel)
-        cache_mask = torch.cat([cache_mask, step_mask], dim=1)[sel]
-        lead_pos = last_pos[sel] + 1 + accepted_now[:, None]
-        lead_ids, lead_mask = last_token[:, None], torch.ones_like(lead_pos, dtype=mask.dtype)
-        alive = [alive[slot] for slot in keep]
+        live.cache = cache
+        live.cache_mask = torch.cat([live.cache_mask, step_mask], dim=1)[sel]
+        live.lead_pos = last_pos[sel] + 1 + accepted_now[:, None]
+        live.lead_ids, live.lead_mask = last_token[:, None], torch.ones_like(live.lead_pos, dtype=mask.dtype)
+        live.rows = [alive[slot] for slot in keep]
+
+    slots = n if slots is None else max(1, min(int(slots), n))
+    waiting = list(range(n))
+    live: _Live | None = None
+    while live is not None or waiting:
+        free = slots - (len(live.rows) if live is not None else 0)
+        if waiting and (live is None or free >= min(refill_size(slots), len(waiting))):
+            joining = _admit(waiting[:free], ids, mask, plen, prefix_cache)
+            waiting = waiting[free:]
+            step(joining)  # the joining rows' prompt pass on its own, then one batch with the rest
+            if not joining.rows:
+                continue
+            if live is None:
+                live = joining
+            elif can_merge(live.cache) and can_merge(joining.cache):
+                counts.joined += len(joining.rows)
+                live = _merge(live, joining)
+            else:  # a cache whose rows cannot be joined: the joining rows finish on their own
+                while joining.rows:
+                    step(joining)
+            continue
+        step(live)
+        if not live.rows:
+            live = None
     return generated, counts
 
 
-__all__ = ["DecodeCounts", "greedy_decode", "max_logit_positions", "sliding_window", "token_cost"]
+__all__ = ["DecodeCounts", "can_merge", "greedy_decode", "max_logit_positions", "refill_size", "sliding_window", "token_cost"]

@@ -63,11 +63,13 @@ def is_plain_greedy(model: torch.nn.Module, kwargs: dict[str, Any], think_end_to
     return all(getattr(gen_cfg, key, None) in allowed for key, allowed in GREEDY_BREAKERS.items())
 
 
-def prompt_lookup_on(model: torch.nn.Module, mode: str, mixed_precision: torch.dtype | None = None) -> bool:
-    """Whether greedy rows without a draft draft by prompt lookup: ``"on"``, ``"off"``, or ``"auto"``: where
-    the model computes in float32 or float64 (no autocast to a lower precision)."""
+def prompt_lookup_on(model: torch.nn.Module, mode: str, mixed_precision: torch.dtype | None = None,
+                     key: str = "prompt_lookup") -> bool:
+    """Whether greedy rows without a draft draft by prompt lookup (or, ``key``, another option that keeps
+    greedy tokens exact in float32 only): ``"on"``, ``"off"``, or ``"auto"``: where the model computes in
+    float32 or float64 (no autocast to a lower precision)."""
     if mode not in PROMPT_LOOKUP_MODES:
-        raise ValueError(f"prompt_lookup: unknown value {mode!r}; allowed: {', '.join(PROMPT_LOOKUP_MODES)}")
+        raise ValueError(f"{key}: unknown value {mode!r}; allowed: {', '.join(PROMPT_LOOKUP_MODES)}")
     if mode != "auto":
         return mode == "on"
     try:

@@ -71,6 +71,9 @@ from mathneuro.evaluation.stop_watch import StopWatch
 
 log = logging.getLogger(__name__)
 
+# With continuous batching, lm-eval hands generate_until's requests over this many batches at a time.
+CHUNK_BATCHES = 8
+
 _ATTENTION_LAYERS = ("full_attention", "sliding_attention")
 
 
@@ -105,6 +108,7 @@ class PrefixStats:
     lookup_rows: int = 0  # greedy rows without one, drafted by lookup in their prompt and own tokens
     tokens_drafted: int = 0  # draft tokens fed to be verified
     tokens_accepted: int = 0  # ... that were the model's own greedy tokens
+    rows_joined: int = 0  # greedy rows that joined rows already decoding, in a slot another row freed
 
 
 class PrefixCacheHFLM(HFLM):
@@ -115,15 +119,22 @@ class PrefixCacheHFLM(HFLM):
     the model's draft store (:mod:`~mathneuro.evaluation.decoding.drafts`), ``"none"`` does not; ``prompt_lookup``:
     rows without such a draft draft by lookup in their prompt and own tokens (``"auto"``: where the
     model computes in float32, ``"on"``, ``"off"``); ``draft_tokens``: the length of lookup drafts (None:
-    adaptive). ``prefix_stats`` describes the last call.
+    adaptive); ``continuous_batching`` (the same modes): lm-eval hands over requests
+    :data:`CHUNK_BATCHES` batches at a time, greedy ones decode ``batch_size`` rows at once and a
+    finished row's slot goes to the next request, the rest run in lm-eval's batches.
+    ``prefix_stats`` describes the last call.
     """
 
     def __init__(self, *args: Any, min_prefix_tokens: int = 16, draft: str = "baseline",
-                 draft_tokens: int | None = None, prompt_lookup: str = "auto", **kwargs: Any) -> None:
+                 draft_tokens: int | None = None, prompt_lookup: str = "auto", continuous_batching: str = "auto",
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.min_prefix_tokens = max(1, int(min_prefix_tokens))
         self.draft, self.draft_tokens = draft, draft_tokens
         self.prompt_lookup = prompt_lookup_on(self.model, prompt_lookup, self.mixed_precision_dtype)
+        self.continuous_batching = prompt_lookup_on(self.model, continuous_batching, self.mixed_precision_dtype,
+                                                    key="continuous_batching")
+        self._slots: int | None = None  # within generate_until with continuous batching: rows decoding at once
         self._planner: DraftPlanner | None = None  # drafting's acceptance estimates, learnt per call
         self.prefix_stats = PrefixStats()
         self._prefix_ids: list[int] | None = None
@@ -139,10 +150,14 @@ class PrefixCacheHFLM(HFLM):
         self.prefix_stats = PrefixStats()
         self._drop_prefix()
         self._planner = None
+        batch_size = self.batch_size
+        if self.continuous_batching and isinstance(batch_size, int) and batch_size >= 1:
+            self._slots, self.batch_size_per_gpu = batch_size, batch_size * CHUNK_BATCHES
         try:
             with grouped_query_attention(self.model):
                 return super().generate_until(requests, disable_tqdm=disable_tqdm)
         finally:
+            self._slots, self.batch_size_per_gpu = None, batch_size
             self._drop_prefix()
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
@@ -225,18 +240,55 @@ class PrefixCacheHFLM(HFLM):
 
     def _model_generate(self, context: torch.Tensor, max_length: int, stop: list[str],
                         **generation_kwargs: Any) -> torch.Tensor:
-        self.prefix_stats.batches += 1
         mask = generation_kwargs.get("attention_mask")
+        chunk = self._slots is not None and context.shape[0] > self._slots  # more rows than decode at once
         reason = self._why_not_cached(context, mask, max_length)
         if reason is None:
-            rows = [context[i][mask[i].bool()].tolist() for i in range(context.shape[0])]
-            shared = min(shared_prefix_length(rows), min(len(r) for r in rows) - 1)
             kwargs = {k: v for k, v in generation_kwargs.items() if k != "attention_mask"}
             greedy = is_plain_greedy(self.model, kwargs, self.think_end_token)
+            if chunk and not (greedy and sliding_window(self.model) is None):
+                return self._in_batches(context, max_length, stop, generation_kwargs)
+            self.prefix_stats.batches += 1
+            rows = [context[i][mask[i].bool()].tolist() for i in range(context.shape[0])]
+            shared = min(shared_prefix_length(rows), min(len(r) for r in rows) - 1)
             if shared >= self.min_prefix_tokens or greedy:
                 return self._generate_from_prefix(context, mask, rows, shared if shared >= self.min_prefix_tokens
                                                   else 0, max_length, stop, kwargs, greedy)
+        elif chunk:
+            return self._in_batches(context, max_length, stop, generation_kwargs)
+        else:
+            self.prefix_stats.batches += 1
         return super()._model_generate(context, max_length, stop, **generation_kwargs)
+
+    def _in_batches(self, context: torch.Tensor, max_length: int, stop: list[str],
+                    generation_kwargs: dict[str, Any]) -> torch.Tensor:
+        """A chunk of requests that does not decode with continuous batching, in lm-eval's batches of
+        ``batch_size`` (each left-padded to its own longest prompt, as lm-eval would have): ``[context |
+        generated]`` for the chunk, the shorter generations padded."""
+        mask = generation_kwargs.get("attention_mask")
+        kwargs = {k: v for k, v in generation_kwargs.items() if k != "attention_mask"}
+        budget = max_length - context.shape[1]
+        slots = self._slots
+        self._slots = None
+        try:
+            parts = []
+            for start in range(0, context.shape[0], slots):
+                ids = context[start:start + slots]
+                part_mask = mask[start:start + slots] if mask is not None else torch.ones_like(ids)
+                used = part_mask.any(dim=0).nonzero()
+                first = int(used[0]) if used.numel() else 0
+                ids, part_mask = ids[:, first:], part_mask[:, first:]
+                out = self._model_generate(ids, ids.shape[1] + budget, stop, attention_mask=part_mask, **kwargs)
+                parts.append(out[:, ids.shape[1]:])
+        finally:
+            self._slots = slots
+        longest = max(p.shape[1] for p in parts)
+        generated = torch.full((context.shape[0], longest), self._pad_id(), dtype=context.dtype, device=context.device)
+        row = 0
+        for part in parts:
+            generated[row:row + part.shape[0], :part.shape[1]] = part
+            row += part.shape[0]
+        return torch.cat([context, generated], dim=1)
 
     # ------------------------------------------------------------------ eligibility
     def _why_not_cached(self, context: torch.Tensor, mask: torch.Tensor | None, max_length: int) -> str | None:
@@ -316,15 +368,17 @@ class PrefixCacheHFLM(HFLM):
             ids[i, width - (len(row) - plen):] = context.new_tensor(row[plen:])
             mask[i, :plen] = 1
             mask[i, width - (len(row) - plen):] = 1
-        cache = None
         if plen:
-            cache = copy.deepcopy(prefix_cache)
-            cache.batch_repeat_interleave(n)
             self.prefix_stats.cached_batches += 1
             self.prefix_stats.prefix_tokens_skipped += (n - 1) * plen
         if greedy:
             self.prefix_stats.greedy_batches += 1
-            return self._greedy_from_cache(ids, mask, plen, cache, max_length, stop, pad_id, rows)
+            return self._greedy_from_cache(ids, mask, plen, prefix_cache if plen else None, max_length, stop,
+                                           pad_id, rows)
+        cache = None
+        if plen:
+            cache = copy.deepcopy(prefix_cache)
+            cache.batch_repeat_interleave(n)
         return super()._model_generate(ids, max_length, stop, attention_mask=mask,
                                        **{cache_kwarg(self.model): cache}, **kwargs)
 
@@ -332,10 +386,11 @@ class PrefixCacheHFLM(HFLM):
         pad = self.tokenizer.pad_token_id
         return int(pad) if pad is not None else int(self.eot_token_id)
 
-    def _greedy_from_cache(self, ids: torch.Tensor, mask: torch.Tensor, plen: int, cache, max_length: int,
+    def _greedy_from_cache(self, ids: torch.Tensor, mask: torch.Tensor, plen: int, prefix_cache, max_length: int,
                            stop: list[str], pad_id: int, rows: list[list[int]]) -> torch.Tensor:
-        """Greedy decoding of every row of ``ids`` (``[prefix | pads | suffix]``) after ``plen`` cached tokens
-        (:func:`~mathneuro.evaluation.decoding.drafted.greedy_decode`; ``plen`` 0: no cache), drafted from the unedited
+        """Greedy decoding of every row of ``ids`` (``[prefix | pads | suffix]``) after the ``plen`` tokens of
+        ``prefix_cache`` (:func:`~mathneuro.evaluation.decoding.drafted.greedy_decode`; ``plen`` 0: no cache; with
+        continuous batching ``batch_size`` rows at a time), drafted from the unedited
         model's answers to the same requests where the model's draft store holds them (``draft="baseline"``),
         and a row without one by lookup in its prompt and own tokens where ``prompt_lookup`` is on.
 
@@ -354,15 +409,17 @@ class PrefixCacheHFLM(HFLM):
         if any(d is not None for d in drafts) and self._planner is None:
             self._planner = DraftPlanner(token_cost(self.model), self.draft_tokens,
                                          max_pass_tokens=max_logit_positions(self.model))
-        generated, counts = greedy_decode(self.model, ids, mask, plen, cache, budget=budget, eos=eos,
+        generated, counts = greedy_decode(self.model, ids, mask, plen, prefix_cache, budget=budget, eos=eos,
                                           watch=StopWatch(self.tokenizer, stop), drafts=drafts, planner=self._planner,
-                                          window=sliding_window(self.model), autocast=self._autocast)
+                                          window=sliding_window(self.model), autocast=self._autocast,
+                                          slots=self._slots)
         stats = self.prefix_stats
         stats.greedy_passes += counts.passes
         stats.drafted_rows += counts.rows_drafted
         stats.lookup_rows += sum(d is not None for d in drafts) - counts.rows_drafted
         stats.tokens_drafted += counts.drafted
         stats.tokens_accepted += counts.accepted
+        stats.rows_joined += counts.joined
         if store is not None:
             store.counts.add(DraftCounts(requests=n, requests_drafted=counts.rows_drafted,
                                          tokens_generated=counts.generated, tokens_drafted=counts.drafted,
