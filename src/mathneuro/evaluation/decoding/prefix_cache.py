@@ -54,6 +54,7 @@ import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
+from mathneuro.evaluation.decoding.chunks import CHUNK_BATCHES, in_lm_eval_batches
 from mathneuro.evaluation.decoding.draft_lookup import DraftPlanner, RowDraft
 from mathneuro.evaluation.decoding.drafted import (
     greedy_decode,
@@ -71,8 +72,6 @@ from mathneuro.evaluation.stop_watch import StopWatch
 
 log = logging.getLogger(__name__)
 
-# With continuous batching, lm-eval hands generate_until's requests over this many batches at a time.
-CHUNK_BATCHES = 8
 
 _ATTENTION_LAYERS = ("full_attention", "sliding_attention")
 
@@ -238,6 +237,16 @@ class PrefixCacheHFLM(HFLM):
     def _drop_prefix(self) -> None:
         self._prefix_ids, self._prefix_cache = None, None
 
+    def _in_lm_eval_batches(self, context: torch.Tensor, max_length: int, stop: list[str],
+                            generation_kwargs: dict[str, Any]) -> torch.Tensor:
+        """A chunk that does not decode with continuous batching: in lm-eval's batches of ``batch_size``."""
+        slots, self._slots = self._slots, None
+        try:
+            return in_lm_eval_batches(self._model_generate, context, max_length, stop, generation_kwargs, slots,
+                                      self._pad_id())
+        finally:
+            self._slots = slots
+
     def _model_generate(self, context: torch.Tensor, max_length: int, stop: list[str],
                         **generation_kwargs: Any) -> torch.Tensor:
         mask = generation_kwargs.get("attention_mask")
@@ -247,7 +256,7 @@ class PrefixCacheHFLM(HFLM):
             kwargs = {k: v for k, v in generation_kwargs.items() if k != "attention_mask"}
             greedy = is_plain_greedy(self.model, kwargs, self.think_end_token)
             if chunk and not (greedy and sliding_window(self.model) is None):
-                return self._in_batches(context, max_length, stop, generation_kwargs)
+                return self._in_lm_eval_batches(context, max_length, stop, generation_kwargs)
             self.prefix_stats.batches += 1
             rows = [context[i][mask[i].bool()].tolist() for i in range(context.shape[0])]
             shared = min(shared_prefix_length(rows), min(len(r) for r in rows) - 1)
@@ -255,40 +264,10 @@ class PrefixCacheHFLM(HFLM):
                 return self._generate_from_prefix(context, mask, rows, shared if shared >= self.min_prefix_tokens
                                                   else 0, max_length, stop, kwargs, greedy)
         elif chunk:
-            return self._in_batches(context, max_length, stop, generation_kwargs)
+            return self._in_lm_eval_batches(context, max_length, stop, generation_kwargs)
         else:
             self.prefix_stats.batches += 1
         return super()._model_generate(context, max_length, stop, **generation_kwargs)
-
-    def _in_batches(self, context: torch.Tensor, max_length: int, stop: list[str],
-                    generation_kwargs: dict[str, Any]) -> torch.Tensor:
-        """A chunk of requests that does not decode with continuous batching, in lm-eval's batches of
-        ``batch_size`` (each left-padded to its own longest prompt, as lm-eval would have): ``[context |
-        generated]`` for the chunk, the shorter generations padded."""
-        mask = generation_kwargs.get("attention_mask")
-        kwargs = {k: v for k, v in generation_kwargs.items() if k != "attention_mask"}
-        budget = max_length - context.shape[1]
-        slots = self._slots
-        self._slots = None
-        try:
-            parts = []
-            for start in range(0, context.shape[0], slots):
-                ids = context[start:start + slots]
-                part_mask = mask[start:start + slots] if mask is not None else torch.ones_like(ids)
-                used = part_mask.any(dim=0).nonzero()
-                first = int(used[0]) if used.numel() else 0
-                ids, part_mask = ids[:, first:], part_mask[:, first:]
-                out = self._model_generate(ids, ids.shape[1] + budget, stop, attention_mask=part_mask, **kwargs)
-                parts.append(out[:, ids.shape[1]:])
-        finally:
-            self._slots = slots
-        longest = max(p.shape[1] for p in parts)
-        generated = torch.full((context.shape[0], longest), self._pad_id(), dtype=context.dtype, device=context.device)
-        row = 0
-        for part in parts:
-            generated[row:row + part.shape[0], :part.shape[1]] = part
-            row += part.shape[0]
-        return torch.cat([context, generated], dim=1)
 
     # ------------------------------------------------------------------ eligibility
     def _why_not_cached(self, context: torch.Tensor, mask: torch.Tensor | None, max_length: int) -> str | None:
