@@ -112,12 +112,12 @@ EOF
     "$py" experiments/bench_eval.py --draft --model "$model" --dtype bfloat16 --device cuda \
       --batch-size "${EVAL_BATCH:-32}" --limit "${DRAFT_QUESTIONS:-64}" --chunk "${EVAL_BATCH:-32}" --data-dir "$gpu/data" \
       --cache-dir /tmp/gpu_check_bench --out "$out/draft.json" > "$out/draft.log" 2>&1
-    echo "draft: rc $? in $((SECONDS - t0)) s"; grep -A6 '^| edit' "$out/draft.log"
+    echo "draft: rc $? in $((SECONDS - t0)) s"; grep -A10 '^| edit' "$out/draft.log"
     t0=$SECONDS
     "$py" experiments/bench_eval.py --draft --task math_zeroshot --model "$model" --dtype bfloat16 --device cuda \
       --batch-size "${EVAL_BATCH:-32}" --limit "${DRAFT_QUESTIONS:-64}" --chunk "${EVAL_BATCH:-32}" --data-dir "$gpu/data" \
       --cache-dir /tmp/gpu_check_bench --out "$out/draft_math.json" > "$out/draft_math.log" 2>&1
-    echo "draft (zero-shot): rc $? in $((SECONDS - t0)) s"; grep -A6 '^| edit' "$out/draft_math.log"
+    echo "draft (zero-shot): rc $? in $((SECONDS - t0)) s"; grep -A10 '^| edit' "$out/draft_math.log"
   fi
   if [ "${SUITE:-1}" = 1 ]; then
     t0=$SECONDS
