@@ -119,21 +119,36 @@ def resolve_method(node: Any, key: str = "method") -> tuple[MethodSpec, Any]:
     ``_target_`` wins over ``name``. Keys that are settings of built-in methods but not of this one
     are ignored; any other unknown key, a wrong type or a bad value raises ValueError naming the key.
     """
+    return resolve_plugin(METHODS, node, key, _builtin_fields())
+
+
+def resolve_plugin(registry: Any, node: Any, key: str, builtin: dict[str, Any],
+                   own_defaults_win: bool = False) -> tuple[Any, Any]:
+    """The spec of ``registry`` (methods, interventions) a config node names and its validated config instance.
+
+    ``_target_`` wins over ``name``. Keys that are settings of other built-ins (``builtin``: the schema's
+    fields and defaults) but not of this one are ignored; any other unknown key, a wrong type or a bad
+    value raises ValueError naming the key. ``own_defaults_win``: a setting left at the schema's None
+    (another built-in's "unset") keeps this one's own default.
+    """
     data = node_dict(node)
     target = data.pop("_target_", None)
     name = str(target or data.get("name") or "")
     if not name:
-        raise ValueError(f"{key}.name: empty; allowed: {', '.join(METHODS.names())}")
-    spec = METHODS.get(name)
+        raise ValueError(f"{key}.name: empty; allowed: {', '.join(registry.names())}")
+    spec = registry.get(name)
     if target:
         data["name"] = spec.name
     names = {f.name for f in dataclasses.fields(spec.config)}
-    ignorable = set(_builtin_fields()) | {"name"}
-    unknown = [k for k in data if k not in names and k not in ignorable]
+    unknown = [k for k in data if k not in names and k not in set(builtin) | {"name"}]
     if unknown:
         allowed = ", ".join(sorted(names - {"name"})) or "none"
-        raise ValueError(f"{key}.{unknown[0]}: not a setting of method {spec.name!r}; its settings: {allowed}")
-    cfg = structured_config(spec.config, {k: v for k, v in data.items() if k in names}, key)
+        raise ValueError(f"{key}.{unknown[0]}: not a setting of {registry.kind} {spec.name!r}; its settings: {allowed}")
+    own = {f.name: f.default for f in dataclasses.fields(spec.config)}
+    values = {k: v for k, v in data.items() if k in names and not (
+        own_defaults_win and v is None and k in builtin and builtin[k] is None
+        and own.get(k) not in (None, dataclasses.MISSING))}
+    cfg = structured_config(spec.config, values, key)
     validate = getattr(cfg, "validate", None)
     if callable(validate):
         validate(key)

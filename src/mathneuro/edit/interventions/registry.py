@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mathneuro.edit.interventions.spec import InterventionConfig, InterventionContext, InterventionSpec
-from mathneuro.methods.registry import node_dict, structured_config
+from mathneuro.methods.registry import node_dict, resolve_plugin
 from mathneuro.util.registry import Registry
 
 ATTRIBUTE = "__mathneuro_intervention__"  # a decorated function carries its spec here
@@ -84,29 +84,8 @@ def resolve_intervention(node: Any, key: str = "intervention") -> tuple[Interven
     their default (see :func:`set_foreign_settings` for the ones someone set); any other unknown key,
     a wrong type or a bad value raises ValueError naming the key.
     """
-    data = node_dict(node)
-    target = data.pop("_target_", None)
-    name = str(target or data.get("name") or "")
-    if not name:
-        raise ValueError(f"{key}.name: empty; allowed: {', '.join(INTERVENTIONS.names())}")
-    spec = INTERVENTIONS.get(name)
-    if target:
-        data["name"] = spec.name
-    names = {f.name for f in dataclasses.fields(spec.config)}
-    ignorable = set(_builtin_fields()) | {"name"}
-    unknown = [k for k in data if k not in names and k not in ignorable]
-    if unknown:
-        allowed = ", ".join(sorted(names - {"name"})) or "none"
-        raise ValueError(f"{key}.{unknown[0]}: not a setting of intervention {spec.name!r}; its settings: {allowed}")
-    schema, own = _builtin_fields(), {f.name: f.default for f in dataclasses.fields(spec.config)}
     # a setting left at the schema's None (another built-in's "unset") keeps this intervention's own default
-    values = {k: v for k, v in data.items() if k in names
-              and not (v is None and k in schema and schema[k] is None and own.get(k) not in (None, dataclasses.MISSING))}
-    cfg = structured_config(spec.config, values, key)
-    validate = getattr(cfg, "validate", None)
-    if callable(validate):
-        validate(key)
-    return spec, cfg
+    return resolve_plugin(INTERVENTIONS, node, key, _builtin_fields(), own_defaults_win=True)
 
 
 def set_foreign_settings(node: Any, spec: InterventionSpec, given: Sequence[str] = ()) -> list[str]:
