@@ -244,3 +244,11 @@ def test_write_and_check_the_readme(tmp_path: Path, monkeypatch) -> None:
     assert claims.main(["--records", str(tmp_path / "none"), "--check"]) == 0
     with pytest.raises(ValueError, match="claims:begin"):
         claims.readme_section("no markers")
+
+
+def test_claim_5_waits_for_two_draws_at_every_n(tmp_path: Path) -> None:
+    # claim 1's N = 100 selections finish one point at a time: with one draw there is no overlap at N = 100 yet
+    sim = Sim(tmp_path)
+    simulate_overlap(sim, (0.75, 0.9, None))
+    assert verdicts(tmp_path)["5"].startswith("not run")
+    assert "M at N = 1 / 10 / 100: 0.75 / 0.90 / —" in claims.build(tmp_path, resamples=100)
