@@ -7,8 +7,8 @@ they accept different lengths. Plain lm-eval ``HFLM`` gives the same texts too. 
 few-shot batches (a shared prefix, continued from its cache) and on zero-shot batches (prompts of
 different lengths sharing no prefix worth a cache), and with prompt lookup alone (``lookup``: no
 drafts; rows look up their prompt and own tokens), as the unedited model's own evaluation runs. The drafted
-paths decode with continuous batching (float32's default: 8 requests, 4 rows at a time) and in lm-eval's
-batches.
+and lookup paths decode with continuous batching (float32's default: 8 requests, 4 rows at a time); the
+first test also drafts in lm-eval's batches.
 """
 
 from __future__ import annotations

@@ -140,7 +140,8 @@ def resolve_plugin(registry: Any, node: Any, key: str, builtin: dict[str, Any],
     if target:
         data["name"] = spec.name
     names = {f.name for f in dataclasses.fields(spec.config)}
-    unknown = [k for k in data if k not in names and k not in set(builtin) | {"name"}]
+    ignorable = set(builtin) | {"name"}
+    unknown = [k for k in data if k not in names and k not in ignorable]
     if unknown:
         allowed = ", ".join(sorted(names - {"name"})) or "none"
         raise ValueError(f"{key}.{unknown[0]}: not a setting of {registry.kind} {spec.name!r}; its settings: {allowed}")

@@ -29,6 +29,14 @@ def right_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tens
     return input_ids, attn
 
 
+def without_pad_columns(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids, mask)`` of left-padded rows without the leading columns that are padding in every row (a few
+    rows taken from a wider batch: as if padded on their own)."""
+    used = mask.any(dim=0).nonzero()
+    first = int(used[0]) if used.numel() else 0
+    return ids[:, first:], mask[:, first:]
+
+
 def left_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(input_ids, attention_mask)`` of token-id rows, left-padded so every row ends in the last column."""
     width = max(len(r) for r in rows)

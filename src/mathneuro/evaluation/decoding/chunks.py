@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from mathneuro.util.padding import without_pad_columns
+
 CHUNK_BATCHES = 8  # lm-eval batches per chunk handed over at once with continuous batching
 
 
@@ -25,10 +27,8 @@ def in_lm_eval_batches(generate: Callable[..., torch.Tensor], context: torch.Ten
     parts = []
     for start in range(0, context.shape[0], batch_size):
         ids = context[start:start + batch_size]
-        part_mask = mask[start:start + batch_size] if mask is not None else torch.ones_like(ids)
-        used = part_mask.any(dim=0).nonzero()
-        first = int(used[0]) if used.numel() else 0
-        ids, part_mask = ids[:, first:], part_mask[:, first:]
+        ids, part_mask = without_pad_columns(ids, mask[start:start + batch_size] if mask is not None
+                                             else torch.ones_like(ids))
         out = generate(ids, ids.shape[1] + budget, stop, attention_mask=part_mask, **kwargs)
         parts.append(out[:, ids.shape[1]:])
     generated = torch.full((context.shape[0], max(p.shape[1] for p in parts)), pad_id, dtype=context.dtype,

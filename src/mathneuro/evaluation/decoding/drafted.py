@@ -38,6 +38,7 @@ import torch
 from mathneuro.evaluation.decoding.draft_lookup import DraftPlanner, RowDraft
 from mathneuro.evaluation.generation import cache_kwarg, returned_cache
 from mathneuro.evaluation.stop_watch import StopWatch
+from mathneuro.util.padding import without_pad_columns
 
 
 @dataclass
@@ -108,10 +109,7 @@ def _admit(rows: list[int], ids: torch.Tensor, mask: torch.Tensor, plen: int, pr
     if plen:
         cache = copy.deepcopy(prefix_cache)
         cache.batch_repeat_interleave(len(rows))
-    lead_ids, lead_mask = ids[sel][:, plen:], mask[sel][:, plen:]
-    used = lead_mask.any(dim=0).nonzero()
-    first = int(used[0]) if used.numel() else lead_mask.shape[1] - 1
-    lead_ids, lead_mask = lead_ids[:, first:], lead_mask[:, first:]
+    lead_ids, lead_mask = without_pad_columns(ids[sel][:, plen:], mask[sel][:, plen:])
     lead_pos = (plen + lead_mask.cumsum(-1) - 1).clamp(min=max(plen - 1, 0))
     return _Live(list(rows), cache, mask[sel][:, :plen], lead_ids, lead_mask, lead_pos)
 

@@ -63,11 +63,16 @@ def is_plain_greedy(model: torch.nn.Module, kwargs: dict[str, Any], think_end_to
     return all(getattr(gen_cfg, key, None) in allowed for key, allowed in GREEDY_BREAKERS.items())
 
 
-def prompt_lookup_on(model: torch.nn.Module, mode: str, mixed_precision: torch.dtype | None = None,
-                     key: str = "prompt_lookup") -> bool:
-    """Whether greedy rows without a draft draft by prompt lookup (or, ``key``, another option that keeps
-    greedy tokens exact in float32 only): ``"on"``, ``"off"``, or ``"auto"``: where the model computes in
-    float32 or float64 (no autocast to a lower precision)."""
+def prompt_lookup_on(model: torch.nn.Module, mode: str, mixed_precision: torch.dtype | None = None) -> bool:
+    """Whether greedy rows without a draft draft by prompt lookup (see :func:`on_where_exact`)."""
+    return on_where_exact(model, mode, mixed_precision, key="prompt_lookup")
+
+
+def on_where_exact(model: torch.nn.Module, mode: str, mixed_precision: torch.dtype | None = None,
+                   key: str = "prompt_lookup") -> bool:
+    """Whether an option that keeps greedy tokens exact in float32 only (prompt lookup, continuous batching)
+    is on: ``"on"``, ``"off"``, or ``"auto"``: where the model computes in float32 or float64 (no autocast
+    to a lower precision). ``key`` names the option in the error for an unknown mode."""
     if mode not in PROMPT_LOOKUP_MODES:
         raise ValueError(f"{key}: unknown value {mode!r}; allowed: {', '.join(PROMPT_LOOKUP_MODES)}")
     if mode != "auto":
@@ -80,4 +85,4 @@ def prompt_lookup_on(model: torch.nn.Module, mode: str, mixed_precision: torch.d
 
 
 __all__ = ["GREEDY_BREAKERS", "PROMPT_LOOKUP_MODES", "SAMPLING_ONLY", "is_plain_greedy", "normalise_greedy_kwargs",
-           "prompt_lookup_on"]
+           "on_where_exact", "prompt_lookup_on"]

@@ -64,14 +64,13 @@ from mathneuro.evaluation.decoding.drafted import (
 )
 from mathneuro.evaluation.decoding.drafts import DraftCounts, draft_store_of
 from mathneuro.evaluation.decoding.gqa_attention import grouped_query_attention
-from mathneuro.evaluation.decoding.greedy_search import is_plain_greedy, prompt_lookup_on
+from mathneuro.evaluation.decoding.greedy_search import is_plain_greedy, on_where_exact, prompt_lookup_on
 from mathneuro.evaluation.decoding.shared_context import score_shared_context, shared_context_groups
 from mathneuro.evaluation.generation import cache_kwarg, generation_eos_ids, last_logit_only, returned_cache
 from mathneuro.evaluation.last_token import one_token_groups, score_last_tokens
 from mathneuro.evaluation.stop_watch import StopWatch
 
 log = logging.getLogger(__name__)
-
 
 _ATTENTION_LAYERS = ("full_attention", "sliding_attention")
 
@@ -131,8 +130,8 @@ class PrefixCacheHFLM(HFLM):
         self.min_prefix_tokens = max(1, int(min_prefix_tokens))
         self.draft, self.draft_tokens = draft, draft_tokens
         self.prompt_lookup = prompt_lookup_on(self.model, prompt_lookup, self.mixed_precision_dtype)
-        self.continuous_batching = prompt_lookup_on(self.model, continuous_batching, self.mixed_precision_dtype,
-                                                    key="continuous_batching")
+        self.continuous_batching = on_where_exact(self.model, continuous_batching, self.mixed_precision_dtype,
+                                                  key="continuous_batching")
         self._slots: int | None = None  # within generate_until with continuous batching: rows decoding at once
         self._planner: DraftPlanner | None = None  # drafting's acceptance estimates, learnt per call
         self.prefix_stats = PrefixStats()
