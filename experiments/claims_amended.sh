@@ -9,7 +9,8 @@
 #             (drafted from the unedited model's answers), MMLU 1,140, RACE 300; saves the selections (claim 5's N = 100)
 #                                                                                    -> $ROOT/claim1
 #   claim45   identification only (eval=none, selections saved): RACE filter N = 100 draws 0-2 (claim 4); MMLU filter
-#             N = 1 and 10, draws 0-2 (claim 5; N = 100 is claim 1's)               -> $ROOT/claim4, $ROOT/claim5
+#             N = 1, 10 and 100, draws 0-2 (claim 5; N = 100 is claim 1's selection, computed again so that claim 5
+#             stands without claim 1's run dirs)                                    -> $ROOT/claim4, $ROOT/claim5
 #   base2     (nothing: claim 2's tasks are prefixes of base1's)
 #   claim2    Wanda at K = 15 %, draws 0-1 (filter mmlu is recorded, Wanda does not use it); GSM8K 100 drafted, MMLU 10
 #             per subject (570), RACE 150                                             -> $ROOT/claim2
@@ -21,6 +22,8 @@
 #             WikiText 15 articles in a multirun of its own                          -> $ROOT/claim6/{tasks,wikitext}
 #   claim3    scaling K = 5 %, s = 1.1, MMLU filter, mathneuro, draws 0-1, every task undrafted (bf16 drafting flips
 #             near-ties): GSM8K 300, MATH 154, MMLU 1,140, RACE 300                 -> $ROOT/claim3
+#   Claims 1-3 run one multirun per draw over the methods whose point has no packed record under experiments/records
+#   yet (RECORDS), so a sitting on a fresh machine does not rerun a committed point.
 #   pack      pack every finished point and the baseline into experiments/records/amended_<claim>/ (then: make claims)
 #   check     compose and validate every point of every stage (no model loads)
 # Environment (defaults): MODEL (qwen2_5_coder_1_5b) MODELS (/root/.cache/mathneuro-models) DATA (../shared/data)
@@ -65,6 +68,32 @@ c6_eval=(eval=generalisation 'eval.tasks=[minerva_math,egsm,mathqa,piqa,winogran
          eval.limits.winogrande=1000 eval.limits.hellaswag=500 eval.limits.mutual=500)
 ppl_eval=(eval=generalisation 'eval.tasks=[wikitext]' eval.limits.wikitext=15 eval.batch_size=1 eval.max_length=2048)
 
+records=${RECORDS:-experiments/records}
+# unpacked STUDY FILTER SEED METHOD...: the methods whose point (K = 15 % or 5 %, that filter and seed) has no packed
+# record in $records/STUDY yet, comma-joined; a fresh machine restores nothing else, so a packed point is not rerun
+unpacked() {
+  local study=$1 filter=$2 seed=$3 m todo=()
+  shift 3
+  for m in "$@"; do
+    compgen -G "$records/$study/${m}__${filter}__k*__n100__seed${seed}.jsonl.gz" >/dev/null \
+      || compgen -G "$records/$study/${m}-*__${filter}__k*__n100__seed${seed}.jsonl.gz" >/dev/null || todo+=("$m")
+  done
+  (IFS=,; echo "${todo[*]}")
+}
+
+# sweep_seeds STUDY "SEEDS" "METHODS" OVERRIDE...: one multirun per seed over the methods not yet packed
+sweep_seeds() {
+  local study=$1 seed methods
+  for seed in $2; do
+    methods=$(unpacked "$study" "${filter:-mmlu}" "$seed" $3)
+    if [ -z "$methods" ] && [ "$mode" != check ]; then
+      echo "[$(date -u +%FT%TZ)] $stage: seed $seed: every point packed in $records/$study, skipped" >&2
+      continue
+    fi
+    sweep "${@:4}" seed="$seed" method="${methods:-${3// /,}}"
+  done
+}
+
 sweep() {  # sweep OVERRIDE...: one multirun (mode=check: composed and validated only)
   if [ "$mode" = check ]; then
     "$py" experiments/check_points.py "$@" >/dev/null || exit 2
@@ -84,14 +113,14 @@ run_stage() {
   case $1 in
     base1) baseline --task gsm8k_cot eval=paper eval.limits.gsm8k_cot=300 --task mmlu eval=paper eval.limits.mmlu=20 \
                     --task race eval=paper eval.limits.race=300 ;;
-    claim1) sweep "${points[@]}" "${mmlu[@]}" "${c1_eval[@]}" top_k=0.15 seed=0,1,2 method=mathneuro,random \
+    claim1) sweep_seeds prune "0 1 2" "mathneuro random" "${points[@]}" "${mmlu[@]}" "${c1_eval[@]}" top_k=0.15 \
                   save_selection=true hydra.sweep.dir="$root/claim1" ;;
     claim45)
       sweep "${common[@]}" "${race[@]}" eval=none top_k=0.15 seed=0,1,2 method=mathneuro save_selection=true \
             hydra.sweep.dir="$root/claim4"
-      sweep "${common[@]}" "${mmlu[@]}" eval=none top_k=0.15 seed=0,1,2 num_samples=1,10 method=mathneuro \
+      sweep "${common[@]}" "${mmlu[@]}" eval=none top_k=0.15 seed=0,1,2 num_samples=1,10,100 method=mathneuro \
             save_selection=true hydra.sweep.dir="$root/claim5" ;;
-    claim2) sweep "${points[@]}" "${mmlu[@]}" "${c2_eval[@]}" top_k=0.15 seed=0,1 method=wanda hydra.sweep.dir="$root/claim2" ;;
+    claim2) sweep_seeds prune "0 1" wanda "${points[@]}" "${mmlu[@]}" "${c2_eval[@]}" top_k=0.15 hydra.sweep.dir="$root/claim2" ;;
     base6) baseline --task minerva_math eval=generalisation eval.limits.minerva_math=22 \
                     --task egsm eval=generalisation eval.limits.egsm=100 --task mathqa eval=generalisation eval.limits.mathqa=1000 \
                     --task piqa eval=generalisation eval.limits.piqa=1000 \
@@ -104,8 +133,8 @@ run_stage() {
             hydra.sweep.dir="$root/claim6/tasks"
       sweep "${points[@]}" "${mmlu[@]}" "${ppl_eval[@]}" top_k=0.15 seed=0,1 method=mathneuro,random \
             hydra.sweep.dir="$root/claim6/wikitext" ;;
-    claim3) sweep "${points[@]}" "${mmlu[@]}" "${c3_eval[@]}" intervention=scale top_k=0.05 intervention.scalar=1.1 \
-                  seed=0,1 method=mathneuro hydra.sweep.dir="$root/claim3" ;;
+    claim3) sweep_seeds scale "0 1" mathneuro "${points[@]}" "${mmlu[@]}" "${c3_eval[@]}" intervention=scale top_k=0.05 \
+                  intervention.scalar=1.1 hydra.sweep.dir="$root/claim3" ;;
   esac
 }
 

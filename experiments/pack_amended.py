@@ -8,7 +8,8 @@
 - claim 1 and 2 points -> ``prune``; claim 3 -> ``scale``; claim 6 (tasks, WikiText) -> ``generalisation``;
 - every identification with a saved selection at K = 15 % and N = 100 (claim 4's RACE draws, claim 1's MMLU
   draws) as a header-only record in ``identification`` (M's size and its spread over blocks);
-- M's overlap across draws at N = 1, 10 (claim 5's stage) and 100 (claim 1's selections) as the table
+- M's overlap across draws at N = 1, 10 and 100 (claim 5's stage; claim 1's selections stand in for a draw at
+  N = 100 it lacks) as the table
   ``data_efficiency/amended_mmlu``.
 
 Only complete points are packed, and packing is deterministic, so rerunning it after more points
@@ -88,8 +89,13 @@ def _identifications(root: Path, folder: Path) -> list[Path]:
 
 def _efficiency(root: Path, folder: Path) -> Path | None:
     """Claim 5's table: M's overlap across draws 0-2 at N = 1, 10, 100 (MMLU filter, K = 15 %)."""
-    results = [r for r in (*_complete(root, "claim5"), *_complete(root, "claim1"))
-               if (r.get("point") or {}).get("method") == "mathneuro"]
+    results, seen = [], set()
+    for r in (*_complete(root, "claim5"), *_complete(root, "claim1")):  # claim 5's own N = 100 first, else claim 1's
+        point = r.get("point") or {}
+        draw = (int(point.get("num_samples") or 0), point.get("seed"))
+        if point.get("method") == "mathneuro" and point.get("filter", "mmlu") == "mmlu" and draw not in seen:
+            seen.add(draw)
+            results.append(r)
     if not any(int((r.get("point") or {}).get("num_samples") or 0) == 100 for r in results):
         print("claim 5: not packed yet (its N = 100 reference is claim 1's points, none finished)", file=sys.stderr)
         return None
