@@ -8,8 +8,9 @@ other ``eval.*`` key); the overrides before the first ``--task`` apply to every 
 cache). A task's records go to ``DIR/<task>/`` (``<task>.jsonl`` and the ``.complete.json`` marker) and
 its metrics to ``DIR/<task>/metrics.json``. A task whose folder is complete is skipped, so the script
 resumes where a cut run stopped; the workbench's cache (``cache_dir``) holds the unedited model's
-answers for the drafts of later points. A second process on the same ``DIR`` waits on the cache's
-baseline lock and then reads the first one's result.
+answers for the drafts of later points; ``--seed-drafts`` puts a finished generation task's answers back
+into a fresh cache from its records (no model pass; ``mathneuro.evaluation.decoding.draft_seed``). A
+second process on the same ``DIR`` waits on the cache's baseline lock and then reads the first one's result.
 """
 
 from __future__ import annotations
@@ -23,19 +24,22 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from mathneuro.cli.run import config_dir, job_dirname, open_mapping_overrides
+from mathneuro.evaluation.decoding.drafts import may_generate
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE
 from mathneuro.pipeline.config import ConfigError, register_configs, validate
 from mathneuro.pipeline.workbench import get_workbench
 from mathneuro.util.io import write_json_atomic
 
 
-def split_groups(argv: list[str]) -> tuple[Path, list[str], list[tuple[str, list[str]]]]:
-    """``(out, common overrides, [(task, its overrides), ...])`` from the command line."""
-    out, common, groups = None, [], []
+def split_groups(argv: list[str]) -> tuple[Path, list[str], list[tuple[str, list[str]]], bool]:
+    """``(out, common overrides, [(task, its overrides), ...], seed drafts)`` from the command line."""
+    out, common, groups, seed = None, [], [], False
     it = iter(argv)
     for arg in it:
         if arg == "--out":
             out = Path(next(it))
+        elif arg == "--seed-drafts":
+            seed = True
         elif arg == "--task":
             groups.append((next(it), []))
         elif groups:
@@ -43,13 +47,13 @@ def split_groups(argv: list[str]) -> tuple[Path, list[str], list[tuple[str, list
         else:
             common.append(arg)
     if out is None or not groups:
-        raise ConfigError("usage: baseline_eval.py --out DIR [OVERRIDE...] --task NAME [OVERRIDE...] ...")
-    return out, common, groups
+        raise ConfigError("usage: baseline_eval.py --out DIR [--seed-drafts] [OVERRIDE...] --task NAME [OVERRIDE...] ...")
+    return out, common, groups, seed
 
 
 def main(argv: list[str]) -> int:
     try:
-        out, common, groups = split_groups(argv)
+        out, common, groups, seed = split_groups(argv)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -73,6 +77,8 @@ def main(argv: list[str]) -> int:
             folder = out / task
             if (folder / SAMPLES_COMPLETE).exists() and (folder / "metrics.json").exists():
                 print(f"{task}: done ({folder})", flush=True)
+                if seed and may_generate(cfg.eval):
+                    seed_task_drafts(get_workbench(cfg), task, cfg, folder)
                 continue
             bench = get_workbench(cfg)
             if attempt == 0 and bench.baseline_running_elsewhere(cfg.eval, folder) is not None:
@@ -81,6 +87,20 @@ def main(argv: list[str]) -> int:
                 continue
             evaluate_task(bench, task, cfg, folder)
     return 0
+
+
+def seed_task_drafts(bench, task: str, cfg, folder: Path) -> None:
+    """The drafts of a finished task, back in the cache from its records (a fresh machine or cache)."""
+    counts = bench.seed_drafts(cfg.eval, folder)
+    recorded = json.loads((folder / "metrics.json").read_text())["metrics"]
+    for name, c in counts.items():
+        pairs = {k: (v, next((r for rk, r in recorded.items() if rk.endswith(f"/{name}/{k}")), None))
+                 for k, v in c.metrics.items() if not k.endswith("_stderr")}
+        differ = sorted(k for k, (v, r) in pairs.items() if r is not None and r != v)
+        same = sum(r is not None and r == v for v, r in pairs.values())
+        print(f"{task}: drafts of {name} from its records: {c.answered} of {c.requests} requests answered, "
+              f"{c.written} written, {c.present} already held; replayed metrics: {same} equal the recorded ones"
+              + (f", {len(differ)} differ ({', '.join(differ)})" if differ else ""), flush=True)
 
 
 def evaluate_task(bench, task: str, cfg, folder: Path) -> None:

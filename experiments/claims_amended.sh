@@ -24,6 +24,9 @@
 #             near-ties): GSM8K 300, MATH 154, MMLU 1,140, RACE 300                 -> $ROOT/claim3
 #   Claims 1-3 run one multirun per draw over the methods whose point has no packed record under experiments/records
 #   yet (RECORDS), so a sitting on a fresh machine does not rerun a committed point.
+#   drafts    a fresh machine or cache: the unedited model's answers to GSM8K, MATH and EGSM back into the cache as the
+#             drafts of later points, from the records under $ROOT/baseline (restore them from
+#             experiments/records/amended_baseline_raw first); no model pass
 #   pack      pack every finished point and the baseline into experiments/records/amended_<claim>/ (then: make claims)
 #   check     compose and validate every point of every stage (no model loads)
 # Environment (defaults): MODEL (qwen2_5_coder_1_5b) MODELS (/root/.cache/mathneuro-models) DATA (../shared/data)
@@ -34,9 +37,9 @@ shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 source experiments/lib.sh
 STAGES=(base1 claim1 claim45 claim2 base6 claim6 claim3)
-usage="usage: claims_amended.sh STAGE   (STAGE: ${STAGES[*]} all pack check)"
+usage="usage: claims_amended.sh STAGE   (STAGE: ${STAGES[*]} all drafts pack check)"
 stage=${1:?$usage}
-case " ${STAGES[*]} all pack check " in *" $stage "*) ;; *) die "unknown stage: $stage ($usage)" ;; esac
+case " ${STAGES[*]} all drafts pack check " in *" $stage "*) ;; *) die "unknown stage: $stage ($usage)" ;; esac
 
 model=${MODEL:-qwen2_5_coder_1_5b}
 models=${MODELS:-/root/.cache/mathneuro-models}
@@ -113,6 +116,9 @@ run_stage() {
   case $1 in
     base1) baseline --task gsm8k_cot eval=paper eval.limits.gsm8k_cot=300 --task mmlu eval=paper eval.limits.mmlu=20 \
                     --task race eval=paper eval.limits.race=300 ;;
+    drafts) baseline --seed-drafts --task gsm8k_cot eval=paper eval.limits.gsm8k_cot=300 \
+                    --task minerva_math eval=generalisation eval.limits.minerva_math=22 \
+                    --task egsm eval=generalisation eval.limits.egsm=100 ;;
     claim1) sweep_seeds prune "0 1 2" "mathneuro random" "${points[@]}" "${mmlu[@]}" "${c1_eval[@]}" top_k=0.15 \
                   save_selection=true hydra.sweep.dir="$root/claim1" ;;
     claim45)

@@ -20,11 +20,13 @@ from typing import Any
 import torch
 
 from mathneuro.data.datasets import draw_samples, load_records, render, sample_ids_hash
+from mathneuro.evaluation.decoding.draft_seed import SeedCounts, seed_drafts
 from mathneuro.evaluation.decoding.drafts import DraftStore, attach_draft_store, baseline_needs_drafts
 from mathneuro.evaluation.evaluator import Evaluator
 from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, write_samples
 from mathneuro.evaluation.task_store import TaskStore
+from mathneuro.evaluation.tasks import TASKS
 from mathneuro.methods.reference import remember_size, size_key
 from mathneuro.methods.registry import MethodInputs, resolve_method
 from mathneuro.methods.selection import Selection
@@ -174,6 +176,15 @@ class Workbench:
             self.drafts = DraftStore(root, {"model": self.identity, "generation_eos_ids": sorted(
                 generation_eos_ids(self.model))}, vocab_size=getattr(self.model.config, "vocab_size", None))
         return self.drafts
+
+    def seed_drafts(self, eval_cfg: Any, records: str | Path) -> dict[str, SeedCounts]:
+        """Fill this model's draft store from the unedited model's per-example records in the folder
+        ``records`` (a baseline's ``<task>.jsonl`` files, as written with ``eval.log_samples``), so points
+        draft without evaluating the baseline again: one replay per generation task of ``eval_cfg``
+        (:func:`~mathneuro.evaluation.decoding.draft_seed.seed_drafts`; no model pass runs)."""
+        harness = self.evaluator(eval_cfg).harness
+        tasks = [t for t in eval_cfg.tasks if t not in TASKS or (TASKS[t].harness and TASKS[t].generates)]
+        return {task: seed_drafts(harness, task, records, self.draft_store()) for task in tasks}
 
     def baseline_key(self, eval_cfg: Any) -> str:
         """The unedited model's evaluation is cached per model, eval config and the tokens generation stops at

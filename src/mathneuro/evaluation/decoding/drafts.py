@@ -76,6 +76,11 @@ class DraftCounts:
         return dataclasses.asdict(self)
 
 
+def draft_settings(stop: Sequence[str], budget: int, eos: Sequence[int] | set[int]) -> dict[str, Any]:
+    """The generation settings a draft is keyed by: stop strings, tokens to generate, the model's EOS ids."""
+    return {"until": list(stop), "max_gen_toks": int(budget), "eos": sorted(int(t) for t in eos)}
+
+
 def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -211,5 +216,5 @@ def baseline_needs_drafts(eval_cfg: Any, entry: Path) -> bool:
     return not recorded
 
 
-__all__ = ["DRAFT_MODES", "DraftCounts", "DraftStore", "attach_draft_store", "baseline_needs_drafts",
+__all__ = ["DRAFT_MODES", "DraftCounts", "DraftStore", "attach_draft_store", "baseline_needs_drafts", "draft_settings",
            "draft_store_of", "may_generate", "request_key"]

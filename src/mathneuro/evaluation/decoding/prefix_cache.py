@@ -62,7 +62,7 @@ from mathneuro.evaluation.decoding.drafted import (
     sliding_window,
     token_cost,
 )
-from mathneuro.evaluation.decoding.drafts import DraftCounts, draft_store_of
+from mathneuro.evaluation.decoding.drafts import DraftCounts, draft_settings, draft_store_of
 from mathneuro.evaluation.decoding.gqa_attention import grouped_query_attention
 from mathneuro.evaluation.decoding.greedy_search import is_plain_greedy, on_where_exact, prompt_lookup_on
 from mathneuro.evaluation.decoding.shared_context import score_shared_context, shared_context_groups
@@ -379,7 +379,7 @@ class PrefixCacheHFLM(HFLM):
         if budget == 0:
             return ids
         eos = generation_eos_ids(self.model)
-        settings = {"until": list(stop), "max_gen_toks": budget, "eos": sorted(eos)}
+        settings = draft_settings(stop, budget, eos)
         store = draft_store_of(self.model)
         found = [store.get(row, settings) if store is not None and self.draft == "baseline" else None for row in rows]
         drafts = [RowDraft(tokens) if tokens else RowDraft([], context=row) if self.prompt_lookup else None
