@@ -27,6 +27,10 @@
 #   drafts    a fresh machine or cache: the unedited model's answers to GSM8K, MATH and EGSM back into the cache as the
 #             drafts of later points, from the records under $ROOT/baseline (restore them from
 #             experiments/records/amended_baseline_raw first); no model pass
+#   keep      before a sitting ends: the finished tasks of every unfinished point (their .partial folders, kept as each
+#             task completes) -> experiments/records/amended_partial/partial.tar.gz, to commit
+#   restore   a sitting on a fresh machine, first: the unedited model's raw records and the kept partial points back
+#             under $ROOT (a resumed point evaluates only its unfinished tasks), then `drafts`
 #   pack      pack every finished point and the baseline into experiments/records/amended_<claim>/ (then: make claims)
 #   check     compose and validate every point of every stage (no model loads)
 # Environment (defaults): MODEL (qwen2_5_coder_1_5b) MODELS (/root/.cache/mathneuro-models) DATA (../shared/data)
@@ -37,9 +41,9 @@ shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 source experiments/lib.sh
 STAGES=(base1 claim1 claim45 claim2 base6 claim6 claim3)
-usage="usage: claims_amended.sh STAGE   (STAGE: ${STAGES[*]} all drafts pack check)"
+usage="usage: claims_amended.sh STAGE   (STAGE: ${STAGES[*]} all restore drafts keep pack check)"
 stage=${1:?$usage}
-case " ${STAGES[*]} all drafts pack check " in *" $stage "*) ;; *) die "unknown stage: $stage ($usage)" ;; esac
+case " ${STAGES[*]} all restore drafts keep pack check " in *" $stage "*) ;; *) die "unknown stage: $stage ($usage)" ;; esac
 
 model=${MODEL:-qwen2_5_coder_1_5b}
 models=${MODELS:-/root/.cache/mathneuro-models}
@@ -52,7 +56,7 @@ data=$(cd "${DATA:-../shared/data}" && pwd)
 need_files "$data" gsm8k/train.jsonl gsm8k/test.jsonl race/validation_high.jsonl race/test_high_by_article.jsonl \
   mmlu/validation_prerelease.jsonl math/test.jsonl mathqa/test_1000.jsonl egsm/egsm_full.jsonl \
   hellaswag/validation.jsonl piqa/validation.jsonl winogrande/validation.jsonl wikitext2/test.jsonl mutual/validation.jsonl
-[ "$stage" = pack ] || [ "$stage" = check ] || [ -f "$weights" ] || die "no model at $weights; fetch it with:
+case $stage in pack | check | keep) ;; *) [ -f "$weights" ] ;; esac || die "no model at $weights; fetch it with:
   bash ../shared/models/fetch-models.sh $models qwen2.5-coder-1.5b"
 case $root in "$PWD"/* | [!/]*) die "ROOT=$root lies inside the repository: run dirs stay outside it" ;; esac
 identification_sets "$data"
@@ -149,5 +153,20 @@ case $stage in
   all) for s in "${STAGES[@]}"; do mode=check run_stage "$s"; done
        for s in "${STAGES[@]}"; do mode=run run_stage "$s"; done ;;
   pack) "$py" experiments/pack_amended.py --root "$root" ;;
+  keep)
+    mkdir -p "$records/amended_partial"
+    mapfile -t kept < <(cd "$root" && find . -name .partial -type d -prune -printf '%h\n' | sort)
+    files=()
+    for p in "${kept[@]}"; do files+=("$p/.partial"); [ -f "$root/$p/.attempts.json" ] && files+=("$p/.attempts.json"); done
+    if [ ${#files[@]} -eq 0 ]; then rm -f "$records/amended_partial/partial.tar.gz"; echo "no unfinished point" >&2
+    else
+      tar czf "$records/amended_partial/partial.tar.gz" --sort=name --owner=0 --group=0 --mtime=@0 -C "$root" "${files[@]}"
+      echo "kept ${#kept[@]} unfinished point(s) -> $records/amended_partial/partial.tar.gz" >&2
+    fi ;;
+  restore)
+    mkdir -p "$root"
+    for t in experiments/records/amended_baseline_raw/*.tar.gz; do tar xzf "$t" -C "$root" --skip-old-files; done
+    [ -f "$records/amended_partial/partial.tar.gz" ] && tar xzf "$records/amended_partial/partial.tar.gz" -C "$root" --skip-old-files
+    mode=run run_stage drafts ;;
   *) mode=check run_stage "$stage"; mode=run run_stage "$stage" ;;
 esac
