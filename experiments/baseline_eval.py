@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 from mathneuro.cli.run import config_dir, job_dirname, open_mapping_overrides
 from mathneuro.evaluation.decoding.drafts import may_generate
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE
+from mathneuro.models.devices import describe_hardware
 from mathneuro.pipeline.config import ConfigError, register_configs, validate
 from mathneuro.pipeline.workbench import get_workbench
 from mathneuro.util.io import write_json_atomic
@@ -107,7 +108,8 @@ def evaluate_task(bench, task: str, cfg, folder: Path) -> None:
     """The unedited model on one task: records and metrics under ``folder``."""
     metrics = bench.baseline(cfg.eval, folder)
     write_json_atomic(folder / "metrics.json", {"task": task, "metrics": metrics, "model": bench.identity,
-                                                "eval": dataclasses.asdict(cfg.eval)})
+                                                "eval": dataclasses.asdict(cfg.eval),
+                                                "hardware": describe_hardware(bench.model)})
     print(f"{task}: {json.dumps(metrics, sort_keys=True)}", flush=True)
 
 

@@ -306,6 +306,34 @@ def _test_rows(rows: Sequence[dict], resamples: int) -> list[str]:
     return out
 
 
+def _machine(hardware: Mapping[str, Any] | None) -> str:
+    hw = hardware or {}
+    return f"{hw.get('device_name') or hw.get('device') or '?'}, {hw.get('dtype') or '?'}" if hw else "not recorded"
+
+
+def hardware_line(tree: Mapping[str, Sequence[Packed]]) -> str:
+    """Where the records were computed: each machine (CPU or GPU, dtype) with the points, identifications
+    and unedited tasks it computed. Paired differences assume one machine; bf16 rounding differs between
+    CPUs (AMX or not), so a mix is disclosed, not hidden."""
+    uses: dict[str, list[str]] = {}
+    for study, packs in sorted(tree.items()):
+        for packed in packs:
+            if packed.kind == "point":
+                uses.setdefault(_machine(packed.header.get("hardware")), []).append(f"{study}/{packed.name}")
+            elif packed.kind == "baseline":
+                hardware = packed.header.get("task_hardware") or {}
+                for task in packed.header.get("tasks") or []:
+                    uses.setdefault(_machine(hardware.get(task)), []).append(f"unedited {task}")
+    if not uses:
+        return "Machines: no records yet."
+    parts = []
+    for machine, what in sorted(uses.items()):
+        shown = sorted(set(what))
+        parts.append(f"{machine}: {len(shown)} record(s) ({', '.join(shown[:6])}{', …' if len(shown) > 6 else ''})")
+    return "Machines the records were computed on (paired differences assume one; bf16 rounding differs between " \
+           "CPUs): " + "; ".join(parts) + "."
+
+
 def build(root: Path = RECORDS, *, resamples: int = RESAMPLES) -> str:
     """The README section (between the markers), from the records under ``root``."""
     tree = read_tree(root)
@@ -323,7 +351,7 @@ def build(root: Path = RECORDS, *, resamples: int = RESAMPLES) -> str:
         "supports / contradicts / inconclusive per the plan's rule; adjusted: Holm within each family (§6) on the "
         "contradicting side, and on the supporting side of secondary families only (a part is an intersection-union "
         "test; amendment of 2026-12-06). \"not run\": no committed records yet.", "",
-        *_verdict_lines(table), "", *table, "",
+        *_verdict_lines(table), "", hardware_line(tree), "", *table, "",
         "#### Every test (D = draws, n = examples common to every draw; up / down = examples changed each way, "
         "summed over draws)", "", *_test_rows(rows, resamples), "",
     ]

@@ -81,8 +81,11 @@ def _identifications(root: Path, folder: Path) -> list[Path]:
         name = point_name(point)
         selection = {k: v for k, v in (result.get("selection") or {}).items() if k in SELECTION_KEPT}
         header = {"kind": "point", "study": "identification", "name": name, "point": point, "selection": selection,
-                  "method_facts": result.get("method_facts"), "source": str(result.get("_job"))}
+                  "method_facts": result.get("method_facts"), "source": str(result.get("_job")),
+                  **({"hardware": result["hardware"]} if result.get("hardware") else {})}
         folder.mkdir(parents=True, exist_ok=True)
+        if (folder / f"{name}{SUFFIX}").exists():  # the first computation stays (bf16 rounding differs by machine)
+            continue
         written.append(write_packed(folder / f"{name}{SUFFIX}", header, []))
     return written
 

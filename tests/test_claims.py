@@ -60,7 +60,7 @@ class Sim:
         n, groups = SIZES[task], SUBTASKS.get(task)
         return [(f"{task}_s{i % groups}", i // groups) for i in range(n)] if groups else list(range(n))
 
-    def baseline(self, study: str, tasks: list[str]) -> None:
+    def baseline(self, study: str, tasks: list[str], **header: object) -> None:
         body = {}
         for t in tasks:
             if t == "wikitext":
@@ -68,7 +68,8 @@ class Sim:
                 continue
             self.base.setdefault(t, (self.rng.random(SIZES[t]) < BASE_ACC[t]).astype(float))
             body[t] = dict(zip(self.keys(t), self.base[t].tolist(), strict=True))
-        self.write(study, "baseline-sim", {"kind": "baseline", "point": {"model": claims.MODEL}}, body)
+        self.write(study, "baseline-sim", {"kind": "baseline", "point": {"model": claims.MODEL}, "tasks": tasks,
+                                           **header}, body)
 
     def answers(self, task: str, down: float, up: float) -> np.ndarray:
         u = np.where(self.rng.random(SIZES[task]) < 0.9, self.shared[task], self.rng.random(SIZES[task]))
@@ -252,3 +253,15 @@ def test_claim_5_waits_for_two_draws_at_every_n(tmp_path: Path) -> None:
     simulate_overlap(sim, (0.75, 0.9, None))
     assert verdicts(tmp_path)["5"].startswith("not run")
     assert "M at N = 1 / 10 / 100: 0.75 / 0.90 / —" in claims.build(tmp_path, resamples=100)
+
+
+def test_the_table_names_the_machines_its_records_were_computed_on(tmp_path: Path) -> None:
+    sim = Sim(tmp_path)
+    amx = {"device": "cpu", "device_name": "Intel(R) Xeon(R) Processor", "dtype": "bfloat16", "threads": 1}
+    sim.baseline("prune", CORE, task_hardware={"gsm8k_cot": amx})
+    sim.point("prune", 0, {"gsm8k_cot": (0.9, 0.0)}, method="mathneuro", **AT)
+    line = claims.hardware_line(read_tree(tmp_path))
+    assert "Intel(R) Xeon(R) Processor, bfloat16: 1 record(s) (unedited gsm8k_cot)" in line
+    assert "not recorded: 3 record(s) (prune/methodmathneuro__filtermmlu__top_k0.15__scalar0.0__seed0, unedited mmlu, " \
+           "unedited race)" in line
+    assert line in claims.build(tmp_path, resamples=100)

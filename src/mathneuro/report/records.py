@@ -191,23 +191,28 @@ def pack_baseline(task_dirs: Mapping[str, str | Path], out_dir: str | Path, *, s
                   model: str | None = None) -> Path | None:
     """Pack one unedited evaluation made task by task (``{task: folder}``, each folder holding
     ``<task>.jsonl`` and ``metrics.json``, as ``experiments/baseline_eval.py`` writes them) as one
-    baseline file named by its content; None when no task is there yet."""
+    baseline file named by its content; None when no task is there yet. ``task_hardware``: where
+    each task was evaluated, for the tasks whose ``metrics.json`` says so."""
     lines: list[dict] = []
     metrics: dict[str, Any] = {}
+    hardware: dict[str, Any] = {}
     tasks = []
     for task, folder in sorted(task_dirs.items()):
         folder = Path(folder)
         if not (folder / "metrics.json").is_file():
             continue
         tasks.append(task)
-        metrics.update(json.loads((folder / "metrics.json").read_text()).get("metrics") or {})
+        written = json.loads((folder / "metrics.json").read_text())
+        metrics.update(written.get("metrics") or {})
+        if written.get("hardware"):
+            hardware[task] = written["hardware"]
         lines += _sample_lines(folder, [task])
     if not tasks:
         return None
     digest = hashlib.sha1("".join(_dumps(x) for x in lines).encode()).hexdigest()[:10]
     name = f"baseline-{digest}"
     header = _header("baseline", study, name, point={"model": model}, metrics=metrics, tasks=tasks,
-                     source="baseline_eval")
+                     source="baseline_eval", task_hardware=hardware or None)
     return write_packed(Path(out_dir) / f"{name}{SUFFIX}", header, lines)
 
 
