@@ -2,9 +2,10 @@
 
     .venv/bin/python experiments/pack_amended.py [--root /work/exp-outputs/claims_amended] [--out experiments/records]
 
-- the unedited evaluation (``ROOT/baseline/<task>/``) as one baseline file in each evaluated study
-  (``prune``, ``scale``, ``generalisation``), paired with every point of the study; an older baseline
-  file of the study (fewer tasks then) is replaced;
+- the unedited evaluation (``ROOT/baseline/<task>/``) as one baseline file in each study (``prune``,
+  ``scale``, ``generalisation``), committed before the study's points run and paired with every point
+  packed with it; an older baseline file of the study (fewer tasks then) is replaced unless a committed
+  point is paired with it;
 - claim 1 and 2 points -> ``prune``; claim 3 -> ``scale``; claim 6 (tasks, WikiText) -> ``generalisation``;
 - every identification with a saved selection at K = 15 % and N = 100 (claim 4's RACE draws, claim 1's MMLU
   draws) as a header-only record in ``identification`` (M's size and its spread over blocks);
@@ -31,6 +32,7 @@ from mathneuro.report.records import (
     pack_sweep,
     pack_table,
     point_name,
+    read_study,
     write_packed,
 )
 from mathneuro.report.sweep import load_results
@@ -51,22 +53,31 @@ def pack(root: Path, out: Path) -> list[Path]:
     task_dirs = {d.name: d for d in sorted((root / "baseline").glob("*")) if d.is_dir()}
     for study, sweeps in STUDIES.items():
         folder = out / study
-        sources = [root / s for s in sweeps if (root / s).is_dir()]
-        if not sources or not any(_complete(root, s) for s in sweeps):
+        sources = [root / s for s in sweeps if (root / s).is_dir() and _complete(root, s)]
+        if not task_dirs and not sources:
             continue
         folder.mkdir(parents=True, exist_ok=True)
         old = set(folder.glob(f"baseline-*{SUFFIX}"))
-        base = pack_baseline(task_dirs, folder, study=study, model=MODEL)
+        base = pack_baseline(task_dirs, folder, study=study, model=MODEL)  # committed before the study's points
         if base is not None:
             written.append(base)
+            referenced = _referenced_baselines(folder)
             for stale in old - {base}:
-                stale.unlink()
-        written += pack_sweep(sources, folder, study=study, baseline=base.name[: -len(SUFFIX)] if base else None)
+                if stale.name[: -len(SUFFIX)] not in referenced:  # a committed point pairs with it: it stays
+                    stale.unlink()
+        if sources:
+            written += pack_sweep(sources, folder, study=study, baseline=base.name[: -len(SUFFIX)] if base else None)
     written += _identifications(root, out / "identification")
     table = _efficiency(root, out / "data_efficiency")
     if table is not None:
         written.append(table)
     return written
+
+
+def _referenced_baselines(folder: Path) -> set[str]:
+    """The baselines the packed points of a study folder are paired with (their headers' ``baseline``)."""
+    return {str(p.header.get("baseline")) for p in read_study(folder)
+            if p.kind == "point" and p.header.get("baseline")}
 
 
 def _identifications(root: Path, folder: Path) -> list[Path]:

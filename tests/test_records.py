@@ -130,3 +130,35 @@ def test_a_baseline_evaluated_task_by_task_pairs_with_points_run_without_their_o
     points = [study[p.name[: -len(records.SUFFIX)]] for p in written]
     assert len(points) == 3 and all(p.header["baseline"] == baseline.name for p in points)
     assert records.pack_baseline({"gsm8k": tmp_path / "nothing"}, out, study="prune") is None
+
+
+def test_the_amended_pack_commits_the_baseline_before_the_points_and_keeps_one_a_point_pairs_with(tmp_path: Path) -> None:
+    """pack_amended.py: every study gets the unedited evaluation (with the machine of each task) as soon as
+    it is there; a later, larger baseline replaces an older one unless a committed point is paired with it."""
+    pack_amended = load_experiment("pack_amended")
+    root, out = tmp_path / "root", tmp_path / "records"
+    amx = {"device": "cpu", "device_name": "Intel(R) Xeon(R) Processor", "dtype": "bfloat16", "threads": 1}
+
+    def task(name: str, values: list[float], hardware: dict | None = None) -> None:
+        folder = root / "baseline" / name
+        folder.mkdir(parents=True)
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps({"doc_id": i, "acc": v}) + "\n"
+                                                      for i, v in enumerate(values)))
+        (folder / "metrics.json").write_text(json.dumps({"metrics": {f"nonmath/{name}/acc": sum(values) / len(values)},
+                                                         **({"hardware": hardware} if hardware else {})}))
+
+    task("race", [1.0, 0.0, 1.0])
+    pack_amended.pack(root, out)
+    (first,) = (out / "prune").glob("baseline-*")
+    unpaired = out / "scale" / "baseline-unpaired.jsonl.gz"  # an older baseline no committed point pairs with
+    records.write_packed(unpaired, {"kind": "baseline", "study": "scale", "name": "baseline-unpaired"}, [])
+    records.write_packed(out / "prune" / "mathneuro__seed0.jsonl.gz",  # a committed point, paired with the first
+                         {"kind": "point", "study": "prune", "name": "mathneuro__seed0",
+                          "baseline": first.name[: -len(records.SUFFIX)]}, [])
+    task("hellaswag", [0.0, 1.0], amx)
+    pack_amended.pack(root, out)
+    for study in ("prune", "scale", "generalisation"):
+        latest = [p for p in records.read_study(out / study) if p.kind == "baseline" and len(p.header["tasks"]) == 2]
+        assert len(latest) == 1 and latest[0].header["task_hardware"] == {"hellaswag": amx}
+        assert sum(v["acc"] for v in latest[0].task("hellaswag").values()) == 1.0
+    assert first.exists() and not unpaired.exists()
