@@ -31,7 +31,7 @@
 #             task completes) -> experiments/records/amended_partial/partial.tar.gz, to commit
 #   restore   a sitting on a fresh machine, first: the unedited model's raw records and the kept partial points back
 #             under $ROOT (a resumed point evaluates only its unfinished tasks), then `drafts`
-#   pack      pack every finished point and the baseline into experiments/records/amended_<claim>/ (then: make claims)
+#   pack      (pack --no-table: claim 5's table as it is) pack every finished point and the baseline into experiments/records/amended_<claim>/ (then: make claims)
 #   check     compose and validate every point of every stage (no model loads)
 # Environment (defaults): MODEL (qwen2_5_coder_1_5b) MODELS (/root/.cache/mathneuro-models) DATA (../shared/data)
 #   ROOT (/work/exp-outputs/claims_amended: run dirs, never committed) CACHE (/work/exp-cache/amended) DTYPE (bfloat16)
@@ -152,7 +152,7 @@ case $stage in
   check) for s in "${STAGES[@]}"; do mode=check run_stage "$s"; echo "$s: every point is valid" >&2; done ;;
   all) for s in "${STAGES[@]}"; do mode=check run_stage "$s"; done
        for s in "${STAGES[@]}"; do mode=run run_stage "$s"; done ;;
-  pack) "$py" experiments/pack_amended.py --root "$root" ;;
+  pack) "$py" experiments/pack_amended.py --root "$root" "${@:2}" ;;
   keep)
     mkdir -p "$records/amended_partial"
     mapfile -t kept < <(cd "$root" && find . -name .partial -type d -prune -printf '%h\n' | sort)

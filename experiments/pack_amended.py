@@ -47,8 +47,9 @@ def _complete(root: Path, folder: str) -> list[dict]:
     return load_results(path)[0] if path.is_dir() else []
 
 
-def pack(root: Path, out: Path) -> list[Path]:
-    """Every file written (see the module docstring)."""
+def pack(root: Path, out: Path, *, table: bool = True) -> list[Path]:
+    """Every file written (see the module docstring); ``table=False`` leaves claim 5's table as it is
+    (its overlaps read every saved selection: minutes)."""
     written: list[Path] = []
     task_dirs = {d.name: d for d in sorted((root / "baseline").glob("*")) if d.is_dir()}
     for study, sweeps in STUDIES.items():
@@ -68,9 +69,9 @@ def pack(root: Path, out: Path) -> list[Path]:
         if sources:
             written += pack_sweep(sources, folder, study=study, baseline=base.name[: -len(SUFFIX)] if base else None)
     written += _identifications(root, out / "identification")
-    table = _efficiency(root, out / "data_efficiency")
-    if table is not None:
-        written.append(table)
+    found = _efficiency(root, out / "data_efficiency") if table else None
+    if found is not None:
+        written.append(found)
     return written
 
 
@@ -125,12 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default="/work/exp-outputs/claims_amended", help="the stages' ROOT")
     parser.add_argument("--out", default=str(HERE / "records"), help="records root (default: %(default)s)")
+    parser.add_argument("--no-table", action="store_true", help="leave claim 5's table as it is (it takes minutes)")
     args = parser.parse_args(argv)
     root = Path(args.root)
     if not root.is_dir():
         print(f"error: no such folder: {root}", file=sys.stderr)
         return 2
-    written = pack(root, Path(args.out))
+    written = pack(root, Path(args.out), table=not args.no_table)
     for path in written:
         print(f"wrote {path}")
     print(f"{len(written)} file(s)")
