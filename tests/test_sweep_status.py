@@ -32,10 +32,25 @@ def test_points_are_counted_by_what_their_folders_hold(tmp_path: Path) -> None:
     empty = job(tmp_path, "d", None)
     (tmp_path / "report").mkdir()
     counts = sweep_counts(tmp_path, started=time.time() - 60)
-    assert counts == {"complete": [done], "skipped": [old], "failed": [broken, empty]}
+    assert counts == {"complete": [done], "skipped": [old], "running": [], "failed": [broken, empty]}
     line = status_line(tmp_path, time.time() - 60, tmp_path / "report")
     assert line == (f"sweep {tmp_path}: 1 point(s) complete, 1 skipped as already done, 2 failed ({broken}, {empty}); "
                     f"report: {tmp_path / 'report'}")
+
+
+def test_a_point_another_process_is_running_is_running_not_failed(tmp_path: Path) -> None:
+    from mathneuro.pipeline.runner import RUNNING_LOCK, RUNNING_STALE_AFTER
+    from mathneuro.util.locking import FileLock
+
+    done = job(tmp_path, "a", "complete")
+    busy = job(tmp_path, "b", None)  # a second worker on the same sweep folder holds this point now
+    with FileLock(busy / RUNNING_LOCK, stale_after=RUNNING_STALE_AFTER):
+        counts = sweep_counts(tmp_path, started=time.time() - 60)
+        line = status_line(tmp_path, time.time() - 60, None)
+    assert counts == {"complete": [done], "skipped": [], "running": [busy], "failed": []}
+    assert line == (f"sweep {tmp_path}: 1 point(s) complete, 0 skipped as already done, 0 failed, 1 running in "
+                    f"another process ({busy}); no report written")
+    assert sweep_counts(tmp_path, started=time.time() - 60)["failed"] == [busy]  # released without results
 
 
 @pytest.mark.integration

@@ -1,8 +1,9 @@
 """The one line a sweep ends with: how many points completed, were skipped as already done, or failed.
 
 A point counts as *complete* when its folder holds a complete ``results.json`` written since the sweep
-started, *skipped* when that file is older (an earlier run of the same sweep did it), and *failed*
-when its folder has none. The failed points' folders and the report's path are named.
+started, *skipped* when that file is older (an earlier run of the same sweep did it), *running* when
+it has none but another process holds its running claim now (a second worker on the same sweep
+folder), and *failed* otherwise. The failed and running points' folders and the report's path are named.
 """
 
 from __future__ import annotations
@@ -26,12 +27,20 @@ def job_dirs(sweep_dir: str | os.PathLike) -> list[Path]:
     return found
 
 
+def _running_elsewhere(job: Path) -> bool:
+    from mathneuro.pipeline.runner import RUNNING_LOCK, RUNNING_STALE_AFTER  # deferred: the runner's stack
+    from mathneuro.util.locking import FileLock
+
+    return FileLock(job / RUNNING_LOCK, stale_after=RUNNING_STALE_AFTER).held_elsewhere() is not None
+
+
 def sweep_counts(sweep_dir: str | os.PathLike, started: float | None) -> dict[str, list[Path]]:
-    """``{"complete", "skipped", "failed"}``: the point folders of each kind (see the module docstring)."""
-    out: dict[str, list[Path]] = {"complete": [], "skipped": [], "failed": []}
+    """``{"complete", "skipped", "running", "failed"}``: the point folders of each kind (see the module
+    docstring)."""
+    out: dict[str, list[Path]] = {"complete": [], "skipped": [], "running": [], "failed": []}
     for job in job_dirs(sweep_dir):
         if read_complete_results(job) is None:
-            out["failed"].append(job)
+            out["running" if _running_elsewhere(job) else "failed"].append(job)
         elif started is not None and (job / RESULTS_FILE).stat().st_mtime < started:
             out["skipped"].append(job)
         else:
@@ -47,6 +56,9 @@ def status_line(sweep_dir: str | os.PathLike, started: float | None, report: str
             f"already done, {len(failed)} failed")
     if failed:
         line += f" ({', '.join(str(p) for p in failed)})"
+    if counts["running"]:
+        line += (f", {len(counts['running'])} running in another process "
+                 f"({', '.join(str(p) for p in counts['running'])})")
     return line + (f"; report: {report}" if report else "; no report written")
 
 
