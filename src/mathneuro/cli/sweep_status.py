@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from mathneuro.results.schema import RESULTS_FILE, read_complete_results
+from mathneuro.util.locking import FileLock
 
 _SKIP = {".hydra", "wandb", "report", "samples", "baseline_samples", "model", "__pycache__"}
 
@@ -29,7 +30,6 @@ def job_dirs(sweep_dir: str | os.PathLike) -> list[Path]:
 
 def _running_elsewhere(job: Path) -> bool:
     from mathneuro.pipeline.runner import RUNNING_LOCK, RUNNING_STALE_AFTER  # deferred: the runner's stack
-    from mathneuro.util.locking import FileLock
 
     return FileLock(job / RUNNING_LOCK, stale_after=RUNNING_STALE_AFTER).held_elsewhere() is not None
 
