@@ -307,8 +307,9 @@ def _test_rows(rows: Sequence[dict], resamples: int) -> list[str]:
 
 
 def _machine(hardware: Mapping[str, Any] | None) -> str:
-    hw = hardware or {}
-    return f"{hw.get('device_name') or hw.get('device') or '?'}, {hw.get('dtype') or '?'}" if hw else "not recorded"
+    if not hardware:
+        return "not recorded"
+    return f"{hardware.get('device_name') or hardware.get('device') or '?'}, {hardware.get('dtype') or '?'}"
 
 
 def hardware_line(tree: Mapping[str, Sequence[Packed]]) -> str:

@@ -92,7 +92,7 @@ unpacked() {
 sweep_seeds() {
   local study=$1 seed methods
   for seed in $2; do
-    methods=$(unpacked "$study" "${filter:-mmlu}" "$seed" $3)
+    methods=$(unpacked "$study" mmlu "$seed" $3)  # every point of claims 1-3 uses the MMLU filter
     if [ -z "$methods" ] && [ "$mode" != check ]; then
       echo "[$(date -u +%FT%TZ)] $stage: seed $seed: every point packed in $records/$study, skipped" >&2
       continue

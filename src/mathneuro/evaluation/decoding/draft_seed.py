@@ -32,6 +32,7 @@ from mathneuro.evaluation.decoding.drafts import DraftStore, draft_settings
 from mathneuro.evaluation.decoding.greedy_search import is_plain_greedy
 from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import hash_text, read_records
+from mathneuro.util.padding import pad_token_id, right_padded
 
 log = logging.getLogger("mathneuro")
 
@@ -110,12 +111,8 @@ def replaying(lm: Any, answers: Mapping[str, str], store: DraftStore, counts: Se
                         store.put_key(key, tokens)
                         counts.written += 1
             generated.append(tokens)
-        pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else lm.eot_token_id
-        out = torch.full((context.shape[0], max((len(g) for g in generated), default=0)), int(pad),
-                         dtype=context.dtype, device=context.device)
-        for i, tokens in enumerate(generated):
-            out[i, :len(tokens)] = torch.tensor(tokens, dtype=context.dtype, device=context.device)
-        return torch.cat([context, out], dim=1)
+        out, _ = right_padded(generated, pad_token_id(lm.tokenizer))
+        return torch.cat([context, out.to(device=context.device, dtype=context.dtype)], dim=1)
 
     patched = {"generate_until": generate_until, "_model_generate": model_generate,
                "loglikelihood": lambda requests, disable_tqdm=False: [(0.0, False)] * len(requests),
