@@ -17,7 +17,16 @@ from mathneuro.evaluation.probe_registry import register_probe
 from mathneuro.evaluation.task_store import TaskStore
 from mathneuro.methods.selection import Selection
 from mathneuro.models.targets import base_model
-from mathneuro.pipeline.attempts import ATTEMPTS_FILE, PARTIAL_DIR, edit_key, selection_digest
+from mathneuro.pipeline.attempts import (
+    ATTEMPTS_FILE,
+    PARTIAL_DIR,
+    edit_key,
+    edit_payload,
+    edited_store,
+    payload_key,
+    selection_digest,
+    unreused_partials,
+)
 from mathneuro.pipeline.cluster import cluster_info
 from mathneuro.pipeline.runner import run_point
 from mathneuro.pipeline.workbench import get_workbench
@@ -94,14 +103,49 @@ def test_a_point_cut_during_its_baseline_resumes_with_the_finished_baseline_task
     assert not list((cache / "statistics" / "baselines").glob("*.tasks"))  # the baseline is stored whole
 
 
-def test_kept_results_of_one_edit_are_never_used_for_another(tiny_dir, tmp_path):
+def test_kept_results_of_one_edit_are_never_used_for_another(tiny_dir, tmp_path, caplog):
     STOP_AT["second"] = 2
     cache, out = tmp_path / "cache", tmp_path / "point"
     with pytest.raises(Cut):
         run_point(point(tiny_dir, cache), out)
-    res = run_point(point(tiny_dir, cache, "top_k=0.3"), out)  # another edit, same run directory
+    [kept] = list((out / PARTIAL_DIR).glob("edited-*/key.parts"))
+    parts = json.loads(kept.read_text())
+    assert parts["hardware"]["device"] == "cpu" and len(parts["parts"]["selection"]) == 64
+    with caplog.at_level(logging.WARNING, logger="mathneuro"):
+        res = run_point(point(tiny_dir, cache, "top_k=0.3"), out)  # another edit, same run directory
     assert CALLS == {"first": 3, "second": 3}  # its first task was evaluated, not read back
     assert "resumed" not in res and res["attempts"] == 2
+    assert res["not_resumed"] == [{"tasks": ["resume_first"], "differ": ["the selection"],
+                                   "computed_on": parts["hardware"]["device_name"]}]
+    assert "1 finished task(s) kept by an earlier attempt (resume_first)" in caplog.text
+    assert "the selection differ(s)" in caplog.text
+
+
+def test_kept_results_computed_on_another_machine_type_say_why_they_are_evaluated_again(tmp_path):
+    """bf16 statistics round differently on another kind of CPU: the selection recomputed there differs by a
+    few entries, so the kept tasks do not match; the reason names both machines."""
+    masks = {"a": torch.zeros(4, 6, dtype=torch.bool)}
+    there = Selection(masks={"a": masks["a"].clone()})
+    here = Selection(masks={"a": masks["a"].clone()})
+    here.masks["a"][0, 0] = True
+    kept_parts = edit_payload({"model": "x"}, "eval", [2], there, 0.0, True)
+    kept_key = payload_key(kept_parts)
+    store = edited_store(tmp_path, kept_key, payload=kept_parts, hardware={"device": "cpu", "device_name": "AMD EPYC"})
+    store.save("gsm8k_cot", {"values": {"acc": 0.5}, "subtasks": {}, "samples": {}, "num_examples": 2, "seconds": 1})
+    parts = edit_payload({"model": "x"}, "eval", [2], here, 0.0, True)
+    key = payload_key(parts)
+    assert key == edit_key({"model": "x"}, "eval", [2], here, 0.0, True) and key != kept_key
+    [item] = unreused_partials(tmp_path, key, parts, {"device": "cpu", "device_name": "Intel Xeon"})
+    assert item["tasks"] == ["gsm8k_cot"] and item["differ"] == ["the selection"]
+    assert item["computed_on"] == "AMD EPYC"
+    assert "this attempt runs on Intel Xeon" in item["reason"] and "bf16" in item["reason"]
+    assert unreused_partials(tmp_path, kept_key, kept_parts, {"device_name": "AMD EPYC"}) == []  # its own key
+    other_eval = edit_payload({"model": "x"}, "eval2", [2], there, 1.5, True)
+    [item] = unreused_partials(tmp_path, payload_key(other_eval), other_eval, {"device_name": "AMD EPYC"})
+    assert item["differ"] == ["the eval config", "the intervention's settings"] and "bf16" not in item["reason"]
+    (store.folder / "key.parts").unlink()  # kept by a version that recorded no key parts
+    [item] = unreused_partials(tmp_path, key, parts)
+    assert item["differ"] == ["unknown (kept before key parts were recorded)"] and item["computed_on"] is None
 
 
 def test_a_damaged_kept_result_is_evaluated_again(tiny_dir, tmp_path, caplog):

@@ -6,8 +6,12 @@ pass's checkpoint), the baseline's finished tasks (kept in the cache beside the 
 edited model's finished tasks, kept in ``<run dir>/.partial/edited-<key>/``. That key is a hash of
 everything that defines the edited model's scores: the model's identity, the eval config, the tokens
 generation stops at, and the edit itself (every selected weight or neuron, and the scalar), so kept
-results never answer for another point. ``<run dir>/.attempts.json`` (:class:`Attempts`) counts the
-attempts and what each read back; both are removed once the point's ``results.json`` is written.
+results never answer for another point. Beside the kept results, ``key.parts`` (JSON) holds that key's parts
+(the selection as its digest) and the hardware that computed them, so that an attempt whose key differs
+can say why it evaluates those tasks again (:func:`unreused_partials`): most often the selection,
+recomputed on another kind of CPU, where bf16 statistics round differently. ``<run dir>/.attempts.json``
+(:class:`Attempts`) counts the attempts and what each read back; both are removed once the point's
+``results.json`` is written.
 """
 
 from __future__ import annotations
@@ -45,19 +49,83 @@ def selection_digest(selection: Any) -> str:
     return h.hexdigest()
 
 
-def edit_key(identity: dict, eval_fingerprint: str, stop_ids: list[int], selection: Any, scalar: Any,
-             log_samples: bool) -> str:
-    """The key of an edited model's kept task results (see the module docstring); ``scalar``: the
+KEY_FILE = "key.parts"  # JSON, named apart from the tasks' *.json files
+KEY_PARTS = {"model": "the model", "eval": "the eval config", "generation_eos_ids": "the tokens generation stops at",
+             "selection": "the selection", "scalar": "the intervention's settings",
+             "log_samples": "eval.log_samples"}
+
+
+def edit_payload(identity: dict, eval_fingerprint: str, stop_ids: list[int], selection: Any, scalar: Any,
+                 log_samples: bool) -> dict[str, Any]:
+    """The parts of an edited model's key (see the module docstring), as plain JSON; ``scalar``: the
     intervention's identity (a scale factor, or its settings)."""
     edit = float(scalar) if isinstance(scalar, (int, float)) and not isinstance(scalar, bool) else scalar
     payload = {"model": identity, "eval": eval_fingerprint, "generation_eos_ids": sorted(stop_ids),
                "selection": selection_digest(selection), "scalar": edit, "log_samples": bool(log_samples)}
+    return json.loads(json.dumps(payload, sort_keys=True, default=str))
+
+
+def payload_key(payload: dict[str, Any]) -> str:
+    """The key of an :func:`edit_payload`."""
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def edited_store(run_dir: str | os.PathLike, key: str) -> TaskStore:
-    """Where the edited model's finished tasks of this run directory are kept."""
-    return TaskStore(Path(run_dir) / PARTIAL_DIR / f"edited-{key[:24]}", key)
+def edit_key(identity: dict, eval_fingerprint: str, stop_ids: list[int], selection: Any, scalar: Any,
+             log_samples: bool) -> str:
+    """The key of an edited model's kept task results: :func:`payload_key` of :func:`edit_payload`."""
+    return payload_key(edit_payload(identity, eval_fingerprint, stop_ids, selection, scalar, log_samples))
+
+
+def edited_store(run_dir: str | os.PathLike, key: str, *, payload: dict[str, Any] | None = None,
+                 hardware: dict[str, Any] | None = None) -> TaskStore:
+    """Where the edited model's finished tasks of this run directory are kept; with ``payload`` (the key's
+    parts) and ``hardware`` they are written beside them, for :func:`unreused_partials`."""
+    store = TaskStore(Path(run_dir) / PARTIAL_DIR / f"edited-{key[:24]}", key)
+    if payload is not None:
+        write_json_atomic(store.folder / KEY_FILE, {"key": key, "parts": payload, "hardware": hardware or {}})
+    return store
+
+
+def _machine(hardware: dict[str, Any]) -> str:
+    return str(hardware.get("device_name") or hardware.get("device") or "an unrecorded machine")
+
+
+def unreused_partials(run_dir: str | os.PathLike, key: str, payload: dict[str, Any],
+                      hardware: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Finished tasks kept in ``run_dir`` by earlier attempts under another key than ``key``, so evaluated
+    again: per kept folder its ``tasks``, which key parts ``differ`` (:data:`KEY_PARTS`'s words; unknown
+    for a folder kept before key parts were recorded), the machine that computed them, and a ``reason``
+    to log. A differing selection computed on another machine type is most often bf16 rounding there."""
+    out = []
+    here = _machine(hardware or {})
+    for folder in sorted((Path(run_dir) / PARTIAL_DIR).glob("edited-*")):
+        tasks = []
+        for path in sorted(folder.glob("*.json")):
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and data.get("key") != key and isinstance(data.get("task"), str):
+                tasks.append(data["task"])
+        if not tasks:
+            continue
+        try:
+            kept = json.loads((folder / KEY_FILE).read_text())
+            parts, there = kept["parts"], _machine(kept.get("hardware") or {})
+        except (OSError, ValueError, KeyError, TypeError):
+            parts, there = None, None
+        if parts is None:
+            differ = ["unknown (kept before key parts were recorded)"]
+        else:
+            differ = [KEY_PARTS.get(k, k) for k in sorted(set(parts) | set(payload)) if parts.get(k) != payload.get(k)]
+        reason = f"{len(tasks)} finished task(s) kept by an earlier attempt ({', '.join(tasks)})"
+        reason += f", computed on {there}," if there else ""
+        reason += f" are evaluated again: {', '.join(differ) or 'the key'} differ(s) from this attempt's"
+        if there and there != here and "the selection" in differ:
+            reason += (f" (this attempt runs on {here}; a selection recomputed on another machine type differs "
+                       "where bf16 statistics round differently)")
+        out.append({"tasks": tasks, "differ": differ, "computed_on": there, "reason": reason})
+    return out
 
 
 class Attempts:

@@ -25,7 +25,14 @@ from mathneuro.methods.registry import inapplicable_settings, resolve_method
 from mathneuro.methods.spec import MethodSpec
 from mathneuro.models.devices import describe_hardware
 from mathneuro.models.targets import find_mlp_activations
-from mathneuro.pipeline.attempts import Attempts, clear_attempts, edit_key, edited_store
+from mathneuro.pipeline.attempts import (
+    Attempts,
+    clear_attempts,
+    edit_payload,
+    edited_store,
+    payload_key,
+    unreused_partials,
+)
 from mathneuro.pipeline.cluster import cluster_info
 from mathneuro.pipeline.config import Config, ConfigError, validate
 from mathneuro.pipeline.point import (  # noqa: F401 (point_summary, objective_value, edited_weights: public here in 0.1)
@@ -267,6 +274,7 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
 
         metrics: dict[str, float] = {}
         drafting = None
+        unreused: list[dict] = []  # kept results of earlier attempts at another edit or eval
         ispec, icfg = point.intervention
         with point.stage("intervention"):
             edit = ispec(point.intervention_context(selection, wandb_run.curve), icfg)
@@ -275,9 +283,13 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
                 with point.stage("export"), edit.baked(ispec.name):
                     export_model(bench.model, bench.tokenizer, output_dir / "model", point.export_card(summary))
             if evaluate:
-                store = edited_store(output_dir, edit_key(bench.identity, cfg.eval.fingerprint(),
-                                                          generation_eos_ids(bench.model), selection,
-                                                          ispec.edit_identity(icfg), cfg.eval.log_samples))
+                payload = edit_payload(bench.identity, cfg.eval.fingerprint(), generation_eos_ids(bench.model),
+                                       selection, ispec.edit_identity(icfg), cfg.eval.log_samples)
+                key, hardware = payload_key(payload), describe_hardware(bench.model)
+                unreused = unreused_partials(output_dir, key, payload, hardware)
+                for item in unreused:
+                    log.warning("%s: %s", output_dir, item["reason"])
+                store = edited_store(output_dir, key, payload=payload, hardware=hardware)
                 drafts_before = bench.draft_store().counts.copy()
                 point.evaluator.label = "edited model"
                 log.info("evaluating the edited model")
@@ -312,6 +324,8 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
         record.extra["intervention_facts"] = ispec.facts()
         if ignored:
             record.extra["ignored_settings"] = ignored
+        if unreused:  # kept results of earlier attempts that did not match this edit
+            record.extra["not_resumed"] = [{k: v for k, v in item.items() if k != "reason"} for item in unreused]
         if wandb_run.run is not None:  # which W&B run holds this point (the report updates it online)
             record.extra["wandb"] = {"id": wandb_run.run.id, "project": cfg.logger.project, "entity": cfg.logger.entity,
                                      "group": layout["group"], "name": layout["name"], "mode": cfg.logger.mode}
