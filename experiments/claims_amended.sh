@@ -166,7 +166,22 @@ case $stage in
   restore)
     mkdir -p "$root"
     for t in experiments/records/amended_baseline_raw/*.tar.gz; do tar xzf "$t" -C "$root" --skip-old-files; done
-    [ -f "$records/amended_partial/partial.tar.gz" ] && tar xzf "$records/amended_partial/partial.tar.gz" -C "$root" --skip-old-files
+    if [ -f "$records/amended_partial/partial.tar.gz" ]; then
+      tar xzf "$records/amended_partial/partial.tar.gz" -C "$root" --skip-old-files
+      # a kept point resumes only on the kind of CPU that began it (bf16 rounds differently elsewhere): say so now
+      "$py" - "$root" <<'PY'
+import json, sys
+from pathlib import Path
+from mathneuro.models.devices import cpu_name
+here = cpu_name()
+for parts in sorted(Path(sys.argv[1]).glob("**/.partial/edited-*/key.parts")):
+    tasks = [p.stem.rsplit("-", 1)[0] for p in parts.parent.glob("*.json")]
+    there = (json.loads(parts.read_text()).get("hardware") or {}).get("device_name")
+    if tasks and there != here:
+        print(f"kept point {parts.parents[2].name[-10:]} ({', '.join(sorted(tasks))}) was begun on {there}; this is "
+              f"{here}: its selection will differ, so those tasks run again", file=sys.stderr)
+PY
+    fi
     mode=run run_stage drafts ;;
   *) mode=check run_stage "$stage"; mode=run run_stage "$stage" ;;
 esac
