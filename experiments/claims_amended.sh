@@ -22,6 +22,9 @@
 #             WikiText 15 articles in a multirun of its own                          -> $ROOT/claim6/{tasks,wikitext}
 #   claim3    scaling K = 5 %, s = 1.1, MMLU filter, mathneuro, draws 0-1, every task undrafted (bf16 drafting flips
 #             near-ties): GSM8K 300, MATH 154, MMLU 1,140, RACE 300                 -> $ROOT/claim3
+#             each point pairs with an unedited evaluation made on its own kind of CPU (amendment of 2026-12-07):
+#             where $ROOT/baseline's tasks were made on another, this machine's own is made first, undrafted, in a
+#             cache of its own                                                       -> $ROOT/baseline_cpu/<machine>
 #   Claims 1-3 run one multirun per draw over the methods whose point has no packed record under experiments/records
 #   yet (RECORDS), so a sitting on a fresh machine does not rerun a committed point.
 #   drafts    a fresh machine or cache: the unedited model's answers to GSM8K, MATH and EGSM back into the cache as the
@@ -113,7 +116,23 @@ sweep() {  # sweep OVERRIDE...: one multirun (mode=check: composed and validated
 baseline() {  # baseline [--task NAME OVERRIDE...]...: the unedited model, one task at a time
   [ "$mode" = check ] && return 0
   echo "[$(date -u +%FT%TZ)] $stage: baseline_eval.py $*" >&2
-  "$py" experiments/baseline_eval.py --out "$root/baseline" "${common[@]}" "$@"
+  "$py" experiments/baseline_eval.py --out "${out:-$root/baseline}" "${common[@]}" "$@"
+}
+
+# own_baseline: claim 3's tasks on this kind of CPU, where $root/baseline made them on another (bf16 answers at
+# near-ties depend on the CPU's kernels); its own cache, so that the drafts of other stages stay the baseline's
+own_baseline() {
+  [ "$mode" = check ] && return 0
+  local dir
+  dir=$("$py" experiments/pack_amended.py --root "$root" --out "$records" --own-baseline-dir gsm8k_cot minerva_math mmlu race)
+  if [ -z "$dir" ]; then
+    echo "[$(date -u +%FT%TZ)] $stage: \$root/baseline made claim 3's tasks on this kind of CPU" >&2
+    return 0
+  fi
+  local common=("${common[@]/#cache_dir=*/cache_dir=$cache/$(basename "$dir")}")
+  out=$dir baseline --task gsm8k_cot eval=paper eval.limits.gsm8k_cot=300 \
+                    --task minerva_math eval=generalisation eval.limits.minerva_math=22 \
+                    --task mmlu eval=paper eval.limits.mmlu=20 --task race eval=paper eval.limits.race=300
 }
 
 run_stage() {
@@ -143,7 +162,8 @@ run_stage() {
             hydra.sweep.dir="$root/claim6/tasks"
       sweep "${points[@]}" "${mmlu[@]}" "${ppl_eval[@]}" top_k=0.15 seed=0,1 method=mathneuro,random \
             hydra.sweep.dir="$root/claim6/wikitext" ;;
-    claim3) sweep_seeds scale "0 1" mathneuro "${points[@]}" "${mmlu[@]}" "${c3_eval[@]}" intervention=scale top_k=0.05 \
+    claim3) own_baseline
+            sweep_seeds scale "0 1" mathneuro "${points[@]}" "${mmlu[@]}" "${c3_eval[@]}" intervention=scale top_k=0.05 \
                   intervention.scalar=1.1 hydra.sweep.dir="$root/claim3" ;;
   esac
 }
@@ -158,6 +178,11 @@ case $stage in
     mapfile -t kept < <(cd "$root" && find . -name .partial -type d -prune -printf '%h\n' | sort)
     files=()
     for p in "${kept[@]}"; do files+=("$p/.partial"); [ -f "$root/$p/.attempts.json" ] && files+=("$p/.attempts.json"); done
+    if [ -d "$root/baseline_cpu" ]; then  # claim 3's machines' own unedited evaluations (restore puts them back)
+      tar czf "$records/amended_baseline_raw/baseline_cpu.tar.gz" --sort=name --owner=0 --group=0 --mtime=@0 \
+          -C "$root" baseline_cpu
+      echo "kept $root/baseline_cpu -> $records/amended_baseline_raw/baseline_cpu.tar.gz" >&2
+    fi
     if [ ${#files[@]} -eq 0 ]; then rm -f "$records/amended_partial/partial.tar.gz"; echo "no unfinished point" >&2
     else
       tar czf "$records/amended_partial/partial.tar.gz" --sort=name --owner=0 --group=0 --mtime=@0 -C "$root" "${files[@]}"

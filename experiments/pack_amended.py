@@ -7,6 +7,11 @@
   packed with it; an older baseline file of the study (fewer tasks then) is replaced unless a committed
   point is paired with it;
 - claim 1 and 2 points -> ``prune``; claim 3 -> ``scale``; claim 6 (tasks, WikiText) -> ``generalisation``;
+- claim 3's points each pair with an unedited evaluation made on their own kind of CPU (amendment of
+  2026-12-07): ``ROOT/baseline``'s tasks where that machine evaluated them, else its own
+  ``ROOT/baseline_cpu/<machine>/<task>/`` (``claims_amended.sh claim3`` makes it first); a point whose
+  machine has no such evaluation of one of its tasks is not packed. The machine of a baseline task is
+  its ``metrics.json``'s ``hardware``, else ``<out>/amended_baseline_raw/hardware_noted.json``;
 - every identification with a saved selection at K = 15 % and N = 100 (claim 4's RACE draws, claim 1's MMLU
   draws) as a header-only record in ``identification`` (M's size and its spread over blocks);
 - M's overlap across draws at N = 1, 10 and 100 (claim 5's stage; claim 1's selections stand in for a draw at
@@ -20,11 +25,14 @@ finish only adds (or, for the baseline, replaces) files.
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import re
 import sys
 from pathlib import Path
 
 from mathneuro.report.efficiency import efficiency_table, write_efficiency_csv
+from mathneuro.report.paired import point_records
 from mathneuro.report.records import (
     SELECTION_KEPT,
     SUFFIX,
@@ -40,6 +48,73 @@ from mathneuro.report.sweep import load_results
 HERE = Path(__file__).resolve().parent
 MODEL = "qwen2_5_coder_1_5b"
 STUDIES = {"prune": ("claim1", "claim2"), "scale": ("claim3",), "generalisation": ("claim6/tasks", "claim6/wikitext")}
+SAME_MACHINE = {"scale"}  # studies whose points pair with an unedited evaluation made on their kind of CPU
+NOTED = Path("amended_baseline_raw") / "hardware_noted.json"  # under the records folder
+CPU_BASELINES = "baseline_cpu"
+
+
+def machine_slug(name: str) -> str:
+    """A folder name for a machine (``hardware.device_name``): ``Intel(R) Xeon(R)`` -> ``intel_r_xeon_r``."""
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "unknown"
+
+
+def noted_hardware(records: Path) -> dict[str, dict]:
+    """Where the baseline tasks whose ``metrics.json`` predates the hardware field were evaluated, as the
+    sittings that ran them noted it (``{task: hardware}``, in ``records/`` :data:`NOTED`)."""
+    path = records / NOTED
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _machine_of(folder: Path, noted: dict[str, dict]) -> str | None:
+    try:
+        hardware = json.loads((folder / "metrics.json").read_text()).get("hardware")
+    except (OSError, ValueError):
+        return None
+    return (hardware or noted.get(folder.name) or {}).get("device_name")
+
+
+def baselines_by_machine(root: Path, noted: dict[str, dict]) -> dict[str, dict[str, Path]]:
+    """``{machine: {task: folder}}``: the unedited evaluation's finished tasks by the machine that made
+    them, ``ROOT/baseline``'s first, then each machine's own under ``ROOT/baseline_cpu/`` in their place."""
+    out: dict[str, dict[str, Path]] = {}
+    folders = [d for d in sorted((root / "baseline").glob("*")) if d.is_dir()]
+    folders += [d for d in sorted((root / CPU_BASELINES).glob("*/*")) if d.is_dir()]
+    for folder in folders:
+        machine = _machine_of(folder, noted)
+        if machine is not None:
+            out.setdefault(machine, {})[folder.name] = folder
+    return out
+
+
+def _point_machine(result: dict) -> str | None:
+    return (result.get("hardware") or {}).get("device_name")
+
+
+def _pack_by_machine(root: Path, folder: Path, study: str, sources: list[Path], main: Path | None,
+                     noted: dict[str, dict]) -> list[Path]:
+    """A same-machine study's points, each paired with the unedited evaluation of its own kind of CPU."""
+    by_machine = baselines_by_machine(root, noted)
+    main_dirs = {d.name: d for d in sorted((root / "baseline").glob("*")) if d.is_dir()}
+    written: list[Path] = []
+    results = [r for s in sources for r in load_results(s)[0]]
+    for machine in sorted({str(_point_machine(r)) for r in results}):
+        mine = [r for r in results if str(_point_machine(r)) == machine]
+        dirs = by_machine.get(machine, {})
+        needed = sorted({t for r in mine if (recs := point_records(r)) is not None for t in recs.tasks})
+        missing = [t for t in needed if t not in dirs]
+        if missing:
+            print(f"{study}: {len(mine)} point(s) computed on {machine} not packed: no unedited evaluation of "
+                  f"{', '.join(missing)} made on that kind of CPU (claims_amended.sh claim3 makes it first)",
+                  file=sys.stderr)
+            continue
+        if main is not None and all(dirs[t] == main_dirs.get(t) for t in needed):
+            base = main  # ROOT/baseline's own tasks were made there: the study's baseline is theirs
+        else:
+            base = pack_baseline({t: dirs[t] for t in needed}, folder, study=study, model=MODEL, noted_hardware=noted)
+            written.append(base)
+        written += pack_sweep(sources, folder, study=study, baseline=base.name[: -len(SUFFIX)],
+                              include=lambda r, m=machine: str(_point_machine(r)) == m)
+    return written
 
 
 def _complete(root: Path, folder: str) -> list[dict]:
@@ -52,6 +127,7 @@ def pack(root: Path, out: Path, *, table: bool = True) -> list[Path]:
     (its overlaps read every saved selection: minutes)."""
     written: list[Path] = []
     task_dirs = {d.name: d for d in sorted((root / "baseline").glob("*")) if d.is_dir()}
+    noted = noted_hardware(out)
     for study, sweeps in STUDIES.items():
         folder = out / study
         sources = [root / s for s in sweeps if (root / s).is_dir() and _complete(root, s)]
@@ -59,14 +135,17 @@ def pack(root: Path, out: Path, *, table: bool = True) -> list[Path]:
             continue
         folder.mkdir(parents=True, exist_ok=True)
         old = set(folder.glob(f"baseline-*{SUFFIX}"))
-        base = pack_baseline(task_dirs, folder, study=study, model=MODEL)  # committed before the study's points
+        base = pack_baseline(task_dirs, folder, study=study, model=MODEL,  # committed before the study's points
+                             noted_hardware=noted)
         if base is not None:
             written.append(base)
             referenced = _referenced_baselines(folder)
             for stale in old - {base}:
                 if stale.name[: -len(SUFFIX)] not in referenced:  # a committed point pairs with it: it stays
                     stale.unlink()
-        if sources:
+        if sources and study in SAME_MACHINE:
+            written += _pack_by_machine(root, folder, study, sources, base, noted)
+        elif sources:
             written += pack_sweep(sources, folder, study=study, baseline=base.name[: -len(SUFFIX)] if base else None)
     written += _identifications(root, out / "identification")
     found = _efficiency(root, out / "data_efficiency") if table else None
@@ -122,13 +201,39 @@ def _efficiency(root: Path, folder: Path) -> Path | None:
     return pack_table(csv_path, folder, study="data_efficiency", name="amended_mmlu")
 
 
+def this_machine() -> str:
+    """This machine's ``hardware.device_name`` as a run with ``model.device=auto`` records it."""
+    import torch
+
+    from mathneuro.models.devices import cpu_name
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else cpu_name()
+
+
+def own_baseline_dir(root: Path, tasks: list[str], records: Path, machine: str | None = None) -> Path | None:
+    """Where this machine's own unedited evaluation of ``tasks`` goes (``ROOT/baseline_cpu/<machine>``), or None
+    when ``ROOT/baseline`` made every one of them on this kind of machine."""
+    machine = machine or this_machine()
+    main = {d.name: _machine_of(d, noted_hardware(records)) for d in (root / "baseline").glob("*") if d.is_dir()}
+    if all(main.get(t) == machine for t in tasks):
+        return None
+    return root / CPU_BASELINES / machine_slug(machine)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default="/work/exp-outputs/claims_amended", help="the stages' ROOT")
     parser.add_argument("--out", default=str(HERE / "records"), help="records root (default: %(default)s)")
     parser.add_argument("--no-table", action="store_true", help="leave claim 5's table as it is (it takes minutes)")
+    parser.add_argument("--own-baseline-dir", nargs="+", metavar="TASK",
+                        help="print where this machine's own unedited evaluation of TASK... goes, or nothing when "
+                             "ROOT/baseline made them all on this kind of machine; pack nothing")
     args = parser.parse_args(argv)
     root = Path(args.root)
+    if args.own_baseline_dir:
+        folder = own_baseline_dir(root, args.own_baseline_dir, Path(args.out))
+        print(folder if folder is not None else "")
+        return 0
     if not root.is_dir():
         print(f"error: no such folder: {root}", file=sys.stderr)
         return 2

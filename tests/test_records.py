@@ -162,3 +162,48 @@ def test_the_amended_pack_commits_the_baseline_before_the_points_and_keeps_one_a
         assert len(latest) == 1 and latest[0].header["task_hardware"] == {"hellaswag": amx}
         assert sum(v["acc"] for v in latest[0].task("hellaswag").values()) == 1.0
     assert first.exists() and not unpaired.exists()
+
+
+def test_claim_3s_points_pair_with_an_unedited_evaluation_made_on_their_own_kind_of_cpu(tmp_path: Path) -> None:
+    """pack_amended.py (amendment of 2026-12-07): a scale point pairs with the baseline tasks its machine made,
+    ROOT/baseline's where they were made there (its metrics.json or the noted hardware says so), else the
+    machine's own under ROOT/baseline_cpu/; a machine with neither is not packed; other studies keep the one
+    baseline."""
+    pack_amended = load_experiment("pack_amended")
+    root, out = tmp_path / "root", tmp_path / "records"
+    epyc, xeon = ({"device": "cpu", "device_name": name, "dtype": "bfloat16"} for name in ("AMD EPYC", "Xeon"))
+
+    def baseline(folder: Path, gsm: list[float], race: list[float], hardware: dict | None) -> None:
+        write_samples(folder / "gsm8k", gsm, [])
+        write_samples(folder / "race", [], race)
+        for task in ("gsm8k", "race"):
+            (folder / task / ("race.jsonl" if task == "gsm8k" else "gsm8k.jsonl")).unlink()
+            (folder / task / "metrics.json").write_text(json.dumps({"metrics": {}, **({"hardware": hardware}
+                                                                                       if hardware else {})}))
+
+    baseline(root / "baseline", GSM, RACE, None)  # made before the hardware field: noted
+    (out / "amended_baseline_raw").mkdir(parents=True)
+    (out / "amended_baseline_raw" / "hardware_noted.json").write_text(json.dumps({"gsm8k": epyc, "race": epyc}))
+    assert pack_amended.own_baseline_dir(root, ["gsm8k", "race"], out, machine="AMD EPYC") is None
+    own = pack_amended.own_baseline_dir(root, ["gsm8k", "race"], out, machine="Xeon")
+    assert own == root / "baseline_cpu" / "xeon"
+    baseline(own, lose(GSM, 1), RACE, xeon)  # the Xeon's own unedited answers differ on one question
+    for job, seed, hardware in (("0", 0, epyc), ("1", 1, xeon), ("2", 2, {"device_name": "Other"})):
+        write_point(root / "claim3", job, "mathneuro", seed, {"gsm": lose(GSM, 2), "race": RACE},
+                    intervention="scale", scalar=1.1)
+        result = json.loads((root / "claim3" / job / "results.json").read_text())
+        result["hardware"] = hardware
+        (root / "claim3" / job / "results.json").write_text(json.dumps(result))
+    pack_amended.pack(root, out, table=False)
+    study = {p.name: p for p in records.read_study(out / "scale")}
+    points = {p.point["seed"]: p for p in study.values() if p.kind == "point"}
+    assert sorted(points) == [0, 1]  # the Other machine has no unedited evaluation of its own: not packed
+    main = study[points[0].header["baseline"]]
+    assert main.header["task_hardware"] == {"gsm8k": epyc, "race": epyc} and main.header["tasks"] == ["gsm8k", "race"]
+    assert [p.name for p in study.values() if p.kind == "baseline" and p is not main] == [points[1].header["baseline"]]
+    theirs = study[points[1].header["baseline"]]
+    assert theirs.header["task_hardware"] == {"gsm8k": xeon, "race": xeon}
+    assert sum(v["exact_match,strict-match"] for v in theirs.task("gsm8k").values()) == sum(GSM) - 1
+    assert sum(v["exact_match,strict-match"] for v in main.task("gsm8k").values()) == sum(GSM)
+    prune = [p for p in records.read_study(out / "prune") if p.kind == "baseline"]
+    assert [p.name for p in prune] == [main.name]  # the other studies: the one baseline, noted hardware included

@@ -26,7 +26,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,11 +146,12 @@ def _header(kind: str, study: str, name: str, **fields: Any) -> dict:
 
 
 def pack_sweep(sources: str | Path | Iterable[str | Path], out_dir: str | Path, *, study: str,
-               baseline: str | None = None) -> list[Path]:
+               baseline: str | None = None, include: Callable[[dict], bool] | None = None) -> list[Path]:
     """Pack every complete point with per-example records of the sweep(s) into ``out_dir`` (the
     study's folder): one file per point and one per distinct baseline (named by its content).
     ``baseline`` names the packed baseline of points evaluated without their own
-    (``eval.baseline=false``; see :func:`pack_baseline`)."""
+    (``eval.baseline=false``; see :func:`pack_baseline`); ``include(result)``: which points to pack
+    (default all), e.g. those of one machine when each machine's points pair with their own baseline."""
     sources = [sources] if isinstance(sources, (str, Path)) else list(sources)
     out = Path(out_dir)
     written: list[Path] = []
@@ -159,6 +160,8 @@ def pack_sweep(sources: str | Path | Iterable[str | Path], out_dir: str | Path, 
     for source in sources:
         complete, _missing = load_results(source)
         for result in sorted(complete, key=lambda r: str(r.get("_job"))):
+            if include is not None and not include(result):
+                continue
             recs = point_records(result)
             if recs is None:
                 continue
@@ -188,11 +191,12 @@ def pack_sweep(sources: str | Path | Iterable[str | Path], out_dir: str | Path, 
 
 
 def pack_baseline(task_dirs: Mapping[str, str | Path], out_dir: str | Path, *, study: str,
-                  model: str | None = None) -> Path | None:
+                  model: str | None = None, noted_hardware: Mapping[str, dict] | None = None) -> Path | None:
     """Pack one unedited evaluation made task by task (``{task: folder}``, each folder holding
     ``<task>.jsonl`` and ``metrics.json``, as ``experiments/baseline_eval.py`` writes them) as one
     baseline file named by its content; None when no task is there yet. ``task_hardware``: where
-    each task was evaluated, for the tasks whose ``metrics.json`` says so."""
+    each task was evaluated, for the tasks whose ``metrics.json`` says so, else as ``noted_hardware``
+    says (noted after the run: say how in its entries)."""
     lines: list[dict] = []
     metrics: dict[str, Any] = {}
     hardware: dict[str, Any] = {}
@@ -204,8 +208,8 @@ def pack_baseline(task_dirs: Mapping[str, str | Path], out_dir: str | Path, *, s
         tasks.append(task)
         written = json.loads((folder / "metrics.json").read_text())
         metrics.update(written.get("metrics") or {})
-        if written.get("hardware"):
-            hardware[task] = written["hardware"]
+        if written.get("hardware") or (noted_hardware or {}).get(task):
+            hardware[task] = written.get("hardware") or noted_hardware[task]
         lines += _sample_lines(folder, [task])
     if not tasks:
         return None
