@@ -215,8 +215,9 @@ def _key_numbers(rows: Sequence[dict]) -> str:
     return "; ".join(parts) or "—"
 
 
-#: Each claim's section of ANALYSIS_PLAN.md (all as amended on 2026-12-06).
+#: Each claim's section of ANALYSIS_PLAN.md (all as amended on 2026-12-06) and its later amendments.
 SECTIONS = {"1": "§5.1", "2a": "§5.2", "2b": "§5.2, §10", "3": "§5.3", "4": "§5.4", "5": "§5.5", "6": "§5.6"}
+LATER_AMENDMENTS = {"3": ("2026-12-07",)}  # claim 3: paired with an unedited evaluation of its own kind of CPU
 
 
 def _verdict_lines(table: Sequence[str]) -> list[str]:
@@ -224,7 +225,8 @@ def _verdict_lines(table: Sequence[str]) -> list[str]:
     lines = []
     for row, (cid, statement, _, _) in zip(table[2:], CLAIMS, strict=True):
         verdict = row.rsplit("|", 2)[-2].strip(" *")
-        lines.append(f"- **Claim {cid}** ({SECTIONS[cid]}, amended 2026-12-06): {verdict}. {statement}.")
+        amended = ", ".join(("2026-12-06", *LATER_AMENDMENTS.get(cid, ())))
+        lines.append(f"- **Claim {cid}** ({SECTIONS[cid]}, amended {amended}): {verdict}. {statement}.")
     return lines
 
 
