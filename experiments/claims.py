@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mathneuro.models.devices import machine_kind
 from mathneuro.report.claims import NOT_RUN, Test, claim_verdict, evaluate, part_status
 from mathneuro.report.records import Packed, read_tree
 
@@ -311,7 +312,7 @@ def _test_rows(rows: Sequence[dict], resamples: int) -> list[str]:
 def _machine(hardware: Mapping[str, Any] | None) -> str:
     if not hardware:
         return "not recorded"
-    return f"{hardware.get('device_name') or hardware.get('device') or '?'}, {hardware.get('dtype') or '?'}"
+    return f"{machine_kind(hardware) or '?'}, {hardware.get('dtype') or '?'}"
 
 
 def hardware_line(tree: Mapping[str, Sequence[Packed]]) -> str:

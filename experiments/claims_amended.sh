@@ -197,11 +197,11 @@ case $stage in
       "$py" - "$root" <<'PY'
 import json, sys
 from pathlib import Path
-from mathneuro.models.devices import cpu_name
-here = cpu_name()
+from mathneuro.models.devices import cpu_kernel_flags, cpu_name, machine_kind
+here = machine_kind({"device_name": cpu_name(), "cpu_flags": cpu_kernel_flags()})
 for parts in sorted(Path(sys.argv[1]).glob("**/.partial/edited-*/key.parts")):
     tasks = [p.stem.rsplit("-", 1)[0] for p in parts.parent.glob("*.json")]
-    there = (json.loads(parts.read_text()).get("hardware") or {}).get("device_name")
+    there = machine_kind(json.loads(parts.read_text()).get("hardware"))
     if tasks and there != here:
         print(f"kept point {parts.parents[2].name[-10:]} ({', '.join(sorted(tasks))}) was begun on {there}; this is "
               f"{here}: its selection will differ, so those tasks run again", file=sys.stderr)

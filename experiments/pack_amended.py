@@ -8,7 +8,8 @@
   point is paired with it;
 - claim 1 and 2 points -> ``prune``; claim 3 -> ``scale``; claim 6 (tasks, WikiText) -> ``generalisation``;
 - claim 3's points each pair with an unedited evaluation made on their own kind of CPU (amendment of
-  2026-12-07): ``ROOT/baseline``'s tasks where that machine evaluated them, else its own
+  2026-12-07): ``ROOT/baseline``'s tasks where that kind of machine (its name and CPU kernel flags) evaluated
+  them, else its own
   ``ROOT/baseline_cpu/<machine>/<task>/`` (``claims_amended.sh claim3`` makes it first); a point whose
   machine has no such evaluation of one of its tasks is not packed. The machine of a baseline task is
   its ``metrics.json``'s ``hardware``, else ``<out>/amended_baseline_raw/hardware_noted.json``;
@@ -31,6 +32,7 @@ import re
 import sys
 from pathlib import Path
 
+from mathneuro.models.devices import cpu_kernel_flags, cpu_name, machine_kind
 from mathneuro.report.efficiency import efficiency_table, write_efficiency_csv
 from mathneuro.report.paired import point_records
 from mathneuro.report.records import (
@@ -54,7 +56,7 @@ CPU_BASELINES = "baseline_cpu"
 
 
 def machine_slug(name: str) -> str:
-    """A folder name for a machine (``hardware.device_name``): ``Intel(R) Xeon(R)`` -> ``intel_r_xeon_r``."""
+    """A folder name for a kind of machine: ``Intel(R) Xeon(R) (amx_bf16)`` -> ``intel_r_xeon_r_amx_bf16``."""
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "unknown"
 
 
@@ -66,11 +68,12 @@ def noted_hardware(records: Path) -> dict[str, dict]:
 
 
 def _machine_of(folder: Path, noted: dict[str, dict]) -> str | None:
+    """The kind of machine that made a baseline task (:func:`machine_kind`: its name and CPU kernel flags)."""
     try:
         hardware = json.loads((folder / "metrics.json").read_text()).get("hardware")
     except (OSError, ValueError):
         return None
-    return (hardware or noted.get(folder.name) or {}).get("device_name")
+    return machine_kind(hardware or noted.get(folder.name))
 
 
 def baselines_by_machine(root: Path, noted: dict[str, dict]) -> dict[str, dict[str, Path]]:
@@ -87,7 +90,7 @@ def baselines_by_machine(root: Path, noted: dict[str, dict]) -> dict[str, dict[s
 
 
 def _point_machine(result: dict) -> str | None:
-    return (result.get("hardware") or {}).get("device_name")
+    return machine_kind(result.get("hardware"))
 
 
 def _pack_by_machine(root: Path, folder: Path, study: str, sources: list[Path], main: Path | None,
@@ -202,12 +205,12 @@ def _efficiency(root: Path, folder: Path) -> Path | None:
 
 
 def this_machine() -> str:
-    """This machine's ``hardware.device_name`` as a run with ``model.device=auto`` records it."""
+    """This machine's kind (:func:`machine_kind`) as a run with ``model.device=auto`` records it."""
     import torch
 
-    from mathneuro.models.devices import cpu_name
-
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else cpu_name()
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return str(machine_kind({"device_name": cpu_name(), "cpu_flags": cpu_kernel_flags()}))
 
 
 def own_baseline_dir(root: Path, tasks: list[str], records: Path, machine: str | None = None) -> Path | None:

@@ -17,6 +17,7 @@ from mathneuro import models
 from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.models import embedded, load_model, model_identity, resolve_device, resolve_dtype
 from mathneuro.models import gguf as conversion
+from mathneuro.models.devices import cpu_kernel_flags
 from mathneuro.models.tiny import byte_tokenizer, tiny_model
 
 pytestmark = pytest.mark.integration  # real files, subprocesses or lm-eval: see Makefile test tiers
@@ -550,3 +551,21 @@ def test_hardware_record_names_device_dtype_and_cpu():
     hw = describe_hardware(model)
     assert hw["device"] == "cpu" and hw["dtype"] == "bfloat16" and hw["threads"] == torch.get_num_threads()
     assert hw["device_name"] and "cuda" not in hw
+    assert hw.get("cpu_flags", []) == cpu_kernel_flags()
+
+
+def test_the_kind_of_machine_tells_cpus_of_one_name_apart_by_their_kernels():
+    """One model name ("Intel(R) Xeon(R) Processor" under a hypervisor) covers CPUs with and without bf16
+    units, which round bf16 products differently: the kind of machine names the kernel flags too."""
+    from mathneuro.models.devices import machine_kind
+
+    assert cpu_kernel_flags(AVX2_ONLY) == ["avx2"] and cpu_kernel_flags("") == []
+    assert cpu_kernel_flags(SAPPHIRE) == ["amx_bf16", "avx512_bf16", "avx512f", "avx2"]
+    assert cpu_kernel_flags(ARM_BF16) == ["bf16", "sve"]
+    xeon = {"device": "cpu", "device_name": "Intel(R) Xeon(R) Processor"}
+    assert machine_kind({**xeon, "cpu_flags": cpu_kernel_flags(SAPPHIRE)}) == \
+        "Intel(R) Xeon(R) Processor (amx_bf16+avx512_bf16+avx512f+avx2)"
+    assert machine_kind({**xeon, "cpu_flags": ["avx2"]}) != machine_kind({**xeon, "cpu_flags": ["avx512f", "avx2"]})
+    assert machine_kind(xeon) == "Intel(R) Xeon(R) Processor"  # recorded before the flags were
+    assert machine_kind({"device": "cuda:0", "device_name": "NVIDIA H100"}) == "NVIDIA H100"
+    assert machine_kind(None) is None and machine_kind({}) is None

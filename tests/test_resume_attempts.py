@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 from mathneuro.evaluation.probe_registry import register_probe
 from mathneuro.evaluation.task_store import TaskStore
 from mathneuro.methods.selection import Selection
+from mathneuro.models.devices import machine_kind
 from mathneuro.models.targets import base_model
 from mathneuro.pipeline.attempts import (
     ATTEMPTS_FILE,
@@ -116,7 +117,7 @@ def test_kept_results_of_one_edit_are_never_used_for_another(tiny_dir, tmp_path,
     assert CALLS == {"first": 3, "second": 3}  # its first task was evaluated, not read back
     assert "resumed" not in res and res["attempts"] == 2
     assert res["not_resumed"] == [{"tasks": ["resume_first"], "differ": ["the selection"],
-                                   "computed_on": parts["hardware"]["device_name"]}]
+                                   "computed_on": machine_kind(parts["hardware"])}]
     assert "1 finished task(s) kept by an earlier attempt (resume_first)" in caplog.text
     assert "the selection differ(s)" in caplog.text
 

@@ -137,6 +137,33 @@ def slow_dtype_warning(dtype: torch.dtype, device: torch.device, cpuinfo: str | 
             "on this machine (and uses 2x the memory)")
 
 
+#: The CPU features that pick the kernels of a float matrix product (bf16 tile / vector units, vector width):
+#: two CPUs of one model name that differ in them round differently (AMX against AVX512-BF16 in bf16).
+KERNEL_CPU_FLAGS = ("amx_bf16", "avx512_bf16", "avx512f", "avx2", "bf16", "sve")
+
+
+def cpu_kernel_flags(cpuinfo: str | None = None) -> list[str]:
+    """Which of :data:`KERNEL_CPU_FLAGS` this CPU has (``/proc/cpuinfo`` or the text given); empty where unknown."""
+    flags: set[str] = set()
+    for key, value in _cpuinfo_fields(cpuinfo):
+        if key in ("flags", "features"):
+            flags.update(value.split())
+    return [f for f in KERNEL_CPU_FLAGS if f in flags]
+
+
+def machine_kind(hardware: dict[str, Any] | None) -> str | None:
+    """The kind of machine a record was computed on, for telling whether two records share float kernels:
+    the device's name, with its CPU's kernel flags where recorded (``AMD EPYC (avx512_bf16+avx512f+avx2)``);
+    None where nothing is recorded."""
+    if not hardware:
+        return None
+    name = hardware.get("device_name") or hardware.get("device")
+    if name is None:
+        return None
+    flags = hardware.get("cpu_flags")
+    return f"{name} ({'+'.join(flags)})" if flags else str(name)
+
+
 def cpu_name(cpuinfo: str | None = None) -> str:
     """The CPU's model name (from /proc/cpuinfo where there is one), else the platform's word for it."""
     import platform
@@ -158,6 +185,10 @@ def describe_hardware(model: torch.nn.Module) -> dict[str, Any]:
         out["device_name"] = torch.cuda.get_device_name(param.device)
         out["cuda"] = torch.version.cuda
         out["cuda_devices"] = torch.cuda.device_count()
+    elif param.device.type == "cpu":
+        out["device_name"] = cpu_name()
+        if flags := cpu_kernel_flags():  # one model name covers CPUs with and without bf16 units
+            out["cpu_flags"] = flags
     else:
-        out["device_name"] = cpu_name() if param.device.type == "cpu" else param.device.type
+        out["device_name"] = param.device.type
     return out

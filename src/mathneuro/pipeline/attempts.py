@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from mathneuro.evaluation.task_store import TaskStore
+from mathneuro.models.devices import machine_kind
 from mathneuro.pipeline.cluster import cluster_info
 from mathneuro.util.io import write_json_atomic
 
@@ -87,7 +88,7 @@ def edited_store(run_dir: str | os.PathLike, key: str, *, payload: dict[str, Any
 
 
 def _machine(hardware: dict[str, Any]) -> str:
-    return str(hardware.get("device_name") or hardware.get("device") or "an unrecorded machine")
+    return machine_kind(hardware) or "an unrecorded machine"
 
 
 def unreused_partials(run_dir: str | os.PathLike, key: str, payload: dict[str, Any],
