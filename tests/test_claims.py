@@ -230,6 +230,9 @@ def test_holm_and_the_single_test_rules_on_hand_made_rows() -> None:
             {"test": t, "status": "ok", "decision": lib.SUPPORTS, "holm": lib.UNDECIDED}]
     assert lib.part_status(rows, adjusted=False) == "supported" and lib.part_status(rows) == "inconclusive"
     assert lib.part_status([*rows, {"test": t, "status": "not run"}], adjusted=False) == "incomplete"
+    one_draw = {"test": t, "status": "not judged: one draw", "decision": None, "holm": None}
+    assert lib.part_status([one_draw, {"test": t, "status": "not run"}]) == "incomplete"  # it has run, not far enough
+    assert lib.part_status([{"test": t, "status": "not run"}]) == "not run"
     assert lib.claim_verdict(["supported", "contradicted"]) == "not reproduced"
     assert lib.claim_verdict(["not run", "not run"]) == "not run"
 

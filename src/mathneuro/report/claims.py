@@ -246,13 +246,14 @@ def adjust_families(rows: list[dict], alpha: float = inf.ALPHA) -> list[dict]:
 
 def part_status(rows: Iterable[dict], *, adjusted: bool = True) -> str:
     """A part of a claim from its primary tests' decisions: supported / contradicted / inconclusive,
-    ``not run`` when none has records, ``incomplete`` when some lack them (and none contradicts)."""
+    ``not run`` when none has records, ``incomplete`` when some lack them or cannot be judged yet (one
+    draw so far), and none contradicts."""
     rows = [r for r in rows if r["test"].role == "primary"]
     decisions = [r.get("holm" if adjusted else "decision") if r["status"] == "ok" else None for r in rows]
     if CONTRADICTS in decisions:
         return "contradicted"
     if all(d is None for d in decisions):
-        return NOT_RUN
+        return NOT_RUN if all(r["status"] == NOT_RUN for r in rows) else "incomplete"
     if None in decisions:
         return "incomplete"
     return "supported" if all(d == SUPPORTS for d in decisions) else UNDECIDED
