@@ -117,7 +117,7 @@ def _scaling_tests() -> list[Test]:
 def _generalisation_tests() -> list[Test]:
     m = {"intervention": "prune", "method": "mathneuro", "top_k": 0.15, "filter": "mmlu"}
     maths = (("MATH", "minerva_math", "math_verify", 0.0), ("MathQA", "mathqa", "acc", 0.2),
-             ("EGSM", "egsm", "exact_match", 0.0))
+             ("EGSM", "egsm", STRICT, 0.0))  # asked as gsm8k_cot: its filters name the metric, as GSM8K's
     tests = [_t(f"6{g} {name}", f"6{g}", "6", "math", f"M − random, {name}", "generalisation", m, "random", (task,),
                 metric, "direction", expect="lower", family="F6-math")
              for g, (name, task, metric, _) in zip("abc", maths, strict=True)]

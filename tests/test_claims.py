@@ -17,7 +17,7 @@ claims = load_experiment("claims")
 #: The largest size of each task over the amended plan's claims (the baseline's); records' task names.
 SIZES = {t: max(sizes.get(t, 0) for sizes in claims.SIZES.values()) for t in
          sorted({t for sizes in claims.SIZES.values() for t in sizes})}
-METRIC = {"gsm8k_cot": claims.STRICT, "minerva_math": "math_verify", "egsm": "exact_match",
+METRIC = {"gsm8k_cot": claims.STRICT, "minerva_math": "math_verify", "egsm": claims.STRICT,
           "hellaswag": "acc_norm", "piqa": "acc_norm", "mutual": "r@1"}
 BASE_ACC = {"gsm8k_cot": 0.52, "mmlu": 0.5, "race": 0.35, "minerva_math": 0.3, "mathqa": 0.35,
             "egsm": 0.5, "hellaswag": 0.5, "piqa": 0.7, "winogrande": 0.6, "mutual": 0.5}
