@@ -218,7 +218,7 @@ def _key_numbers(rows: Sequence[dict]) -> str:
 
 #: Each claim's section of ANALYSIS_PLAN.md (all as amended on 2026-12-06) and its later amendments.
 SECTIONS = {"1": "§5.1", "2a": "§5.2", "2b": "§5.2, §10", "3": "§5.3", "4": "§5.4", "5": "§5.5", "6": "§5.6"}
-LATER_AMENDMENTS = {"3": ("2026-12-07",)}  # claim 3: paired with an unedited evaluation of its own kind of CPU
+LATER_AMENDMENTS = {"3": ("2026-12-07",), "6": ("2026-12-07",)}  # 3: its own CPU's baseline; 6: EGSM's metric name
 
 
 def _verdict_lines(table: Sequence[str]) -> list[str]:
