@@ -197,8 +197,8 @@ case $stage in
       "$py" - "$root" <<'PY'
 import json, sys
 from pathlib import Path
-from mathneuro.models.devices import cpu_kernel_flags, cpu_name, machine_kind
-here = machine_kind({"device_name": cpu_name(), "cpu_flags": cpu_kernel_flags()})
+from mathneuro.models.devices import cpu_hardware, machine_kind
+here = machine_kind(cpu_hardware())
 for parts in sorted(Path(sys.argv[1]).glob("**/.partial/edited-*/key.parts")):
     tasks = [p.stem.rsplit("-", 1)[0] for p in parts.parent.glob("*.json")]
     there = machine_kind(json.loads(parts.read_text()).get("hardware"))

@@ -32,7 +32,7 @@ import re
 import sys
 from pathlib import Path
 
-from mathneuro.models.devices import cpu_kernel_flags, cpu_name, machine_kind
+from mathneuro.models.devices import cpu_hardware, machine_kind
 from mathneuro.report.efficiency import efficiency_table, write_efficiency_csv
 from mathneuro.report.paired import point_records
 from mathneuro.report.records import (
@@ -94,10 +94,10 @@ def _point_machine(result: dict) -> str | None:
 
 
 def _pack_by_machine(root: Path, folder: Path, study: str, sources: list[Path], main: Path | None,
-                     noted: dict[str, dict]) -> list[Path]:
-    """A same-machine study's points, each paired with the unedited evaluation of its own kind of CPU."""
+                     main_dirs: dict[str, Path], noted: dict[str, dict]) -> list[Path]:
+    """A same-machine study's points, each paired with the unedited evaluation of its own kind of CPU
+    (``main``: the study's packed baseline, made of ``main_dirs``)."""
     by_machine = baselines_by_machine(root, noted)
-    main_dirs = {d.name: d for d in sorted((root / "baseline").glob("*")) if d.is_dir()}
     written: list[Path] = []
     results = [r for s in sources for r in load_results(s)[0]]
     for machine in sorted({str(_point_machine(r)) for r in results}):
@@ -147,7 +147,7 @@ def pack(root: Path, out: Path, *, table: bool = True) -> list[Path]:
                 if stale.name[: -len(SUFFIX)] not in referenced:  # a committed point pairs with it: it stays
                     stale.unlink()
         if sources and study in SAME_MACHINE:
-            written += _pack_by_machine(root, folder, study, sources, base, noted)
+            written += _pack_by_machine(root, folder, study, sources, base, task_dirs, noted)
         elif sources:
             written += pack_sweep(sources, folder, study=study, baseline=base.name[: -len(SUFFIX)] if base else None)
     written += _identifications(root, out / "identification")
@@ -210,14 +210,15 @@ def this_machine() -> str:
 
     if torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
-    return str(machine_kind({"device_name": cpu_name(), "cpu_flags": cpu_kernel_flags()}))
+    return str(machine_kind(cpu_hardware()))
 
 
 def own_baseline_dir(root: Path, tasks: list[str], records: Path, machine: str | None = None) -> Path | None:
     """Where this machine's own unedited evaluation of ``tasks`` goes (``ROOT/baseline_cpu/<machine>``), or None
     when ``ROOT/baseline`` made every one of them on this kind of machine."""
     machine = machine or this_machine()
-    main = {d.name: _machine_of(d, noted_hardware(records)) for d in (root / "baseline").glob("*") if d.is_dir()}
+    noted = noted_hardware(records)
+    main = {d.name: _machine_of(d, noted) for d in (root / "baseline").glob("*") if d.is_dir()}
     if all(main.get(t) == machine for t in tasks):
         return None
     return root / CPU_BASELINES / machine_slug(machine)

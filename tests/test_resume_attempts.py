@@ -4,6 +4,7 @@ never used for another edit; ``results.json`` counts the attempts and says what 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -176,6 +177,10 @@ def test_the_edit_key_covers_every_selected_weight_the_scalar_and_the_eval(tiny_
               edit_key({"model": "x"}, "eval", [2], neurons, 0.0, False),
               edit_key({"model": "x"}, "eval", [2], base, 1.5, False), edit_key({"model": "x"}, "eval", [2], base, 0.0, True)]
     assert len({key, *others}) == 1 + len(others)
+    # the key is the one kept results were stored under before key.parts existed: they still resume
+    before = {"model": {"model": "x"}, "eval": "eval", "generation_eos_ids": [2], "selection": selection_digest(base),
+              "scalar": 0.0, "log_samples": False}
+    assert key == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()
 
 
 def test_cluster_info_reads_slurms_job_and_array_ids():

@@ -114,13 +114,19 @@ def _cpuinfo_fields(cpuinfo: str | None = None) -> list[tuple[str, str]]:
     return fields
 
 
-def cpu_has_bf16(cpuinfo: str | None = None) -> bool | None:
-    """Whether the CPU has bfloat16 arithmetic instructions, from ``/proc/cpuinfo`` (or the text given);
-    None where that cannot be told (no such file, no flags line)."""
+def _cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The CPU's feature flags (x86 ``flags``, Arm ``Features``); empty where unknown."""
     flags: set[str] = set()
     for key, value in _cpuinfo_fields(cpuinfo):
         if key in ("flags", "features"):
             flags.update(value.split())
+    return flags
+
+
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool | None:
+    """Whether the CPU has bfloat16 arithmetic instructions, from ``/proc/cpuinfo`` (or the text given);
+    None where that cannot be told (no such file, no flags line)."""
+    flags = _cpu_flags(cpuinfo)
     return bool(flags & _BF16_CPU_FLAGS) if flags else None
 
 
@@ -144,11 +150,14 @@ KERNEL_CPU_FLAGS = ("amx_bf16", "avx512_bf16", "avx512f", "avx2", "bf16", "sve")
 
 def cpu_kernel_flags(cpuinfo: str | None = None) -> list[str]:
     """Which of :data:`KERNEL_CPU_FLAGS` this CPU has (``/proc/cpuinfo`` or the text given); empty where unknown."""
-    flags: set[str] = set()
-    for key, value in _cpuinfo_fields(cpuinfo):
-        if key in ("flags", "features"):
-            flags.update(value.split())
+    flags = _cpu_flags(cpuinfo)
     return [f for f in KERNEL_CPU_FLAGS if f in flags]
+
+
+def cpu_hardware() -> dict[str, Any]:
+    """This CPU as :func:`describe_hardware` records it: ``device_name``, and ``cpu_flags`` where known."""
+    flags = cpu_kernel_flags()  # one model name covers CPUs with and without bf16 units
+    return {"device_name": cpu_name(), **({"cpu_flags": flags} if flags else {})}
 
 
 def machine_kind(hardware: dict[str, Any] | None) -> str | None:
@@ -186,9 +195,7 @@ def describe_hardware(model: torch.nn.Module) -> dict[str, Any]:
         out["cuda"] = torch.version.cuda
         out["cuda_devices"] = torch.cuda.device_count()
     elif param.device.type == "cpu":
-        out["device_name"] = cpu_name()
-        if flags := cpu_kernel_flags():  # one model name covers CPUs with and without bf16 units
-            out["cpu_flags"] = flags
+        out.update(cpu_hardware())
     else:
         out["device_name"] = param.device.type
     return out
