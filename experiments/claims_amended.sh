@@ -25,6 +25,7 @@
 #             each point pairs with an unedited evaluation made on its own kind of CPU (amendment of 2026-12-07):
 #             where $ROOT/baseline's tasks were made on another, this machine's own is made first, undrafted, in a
 #             cache of its own                                                       -> $ROOT/baseline_cpu/<machine>
+#             (a second worker skips the tasks the first is making and starts the points)
 #   Claims 1-3 run one multirun per draw over the methods whose point has no packed record under experiments/records
 #   yet (RECORDS), so a sitting on a fresh machine does not rerun a committed point.
 #   drafts    a fresh machine or cache: the unedited model's answers to GSM8K, MATH and EGSM back into the cache as the
@@ -120,19 +121,31 @@ baseline() {  # baseline [--task NAME OVERRIDE...]...: the unedited model, one t
 }
 
 # own_baseline: claim 3's tasks on this kind of CPU, where $root/baseline made them on another (bf16 answers at
-# near-ties depend on the CPU's kernels); its own cache, so that the drafts of other stages stay the baseline's
+# near-ties depend on the CPU's kernels); its own cache, so that the drafts of other stages stay the baseline's.
+# Each task holds <dir>/.<task>.lock while it runs: a second worker skips the tasks the first is making and goes
+# on to the next, then to the points (which need the baseline only when packed), instead of waiting on the
+# cache's baseline lock. The longest tasks come first so two workers split them.
 own_baseline() {
   [ "$mode" = check ] && return 0
-  local dir
+  local dir spec task
   dir=$("$py" experiments/pack_amended.py --root "$root" --out "$records" --own-baseline-dir gsm8k_cot minerva_math mmlu race)
   if [ -z "$dir" ]; then
     echo "[$(date -u +%FT%TZ)] $stage: \$root/baseline made claim 3's tasks on this kind of CPU" >&2
     return 0
   fi
+  mkdir -p "$dir"
   local common=("${common[@]/#cache_dir=*/cache_dir=$cache/$(basename "$dir")}")
-  out=$dir baseline --task gsm8k_cot eval=paper eval.limits.gsm8k_cot=300 \
-                    --task minerva_math eval=generalisation eval.limits.minerva_math=22 \
-                    --task mmlu eval=paper eval.limits.mmlu=20 --task race eval=paper eval.limits.race=300
+  for spec in "gsm8k_cot eval=paper eval.limits.gsm8k_cot=300" "minerva_math eval=generalisation eval.limits.minerva_math=22" \
+              "mmlu eval=paper eval.limits.mmlu=20" "race eval=paper eval.limits.race=300"; do
+    task=${spec%% *}
+    (
+      if ! flock -n 9; then
+        echo "[$(date -u +%FT%TZ)] $stage: $task of $dir is being made by another worker; skipped here" >&2
+        exit 0
+      fi
+      out=$dir baseline --task $spec
+    ) 9>"$dir/.$task.lock" || exit $?
+  done
 }
 
 run_stage() {
@@ -180,7 +193,7 @@ case $stage in
     for p in "${kept[@]}"; do files+=("$p/.partial"); [ -f "$root/$p/.attempts.json" ] && files+=("$p/.attempts.json"); done
     if [ -d "$root/baseline_cpu" ]; then  # claim 3's machines' own unedited evaluations (restore puts them back)
       tar czf "$records/amended_baseline_raw/baseline_cpu.tar.gz" --sort=name --owner=0 --group=0 --mtime=@0 \
-          -C "$root" baseline_cpu
+          --exclude='.*.lock' -C "$root" baseline_cpu
       echo "kept $root/baseline_cpu -> $records/amended_baseline_raw/baseline_cpu.tar.gz" >&2
     fi
     if [ ${#files[@]} -eq 0 ]; then rm -f "$records/amended_partial/partial.tar.gz"; echo "no unfinished point" >&2
