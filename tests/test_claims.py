@@ -42,6 +42,21 @@ def test_the_tests_name_tasks_as_the_evaluation_path_names_their_records(tmp_pat
             assert harness.display_name(task, leaf).startswith(task)
 
 
+def test_every_test_reads_a_metric_its_task_reports(tmp_path: Path) -> None:
+    """Each test's metric is one its task's lm-eval config makes (``metric_list`` × filters, as results and
+    records name them), under our local twin and the stock task alike: a test that names a metric the
+    evaluation never writes reads "not run" after its points have run (EGSM's ``exact_match`` did)."""
+    from mathneuro.evaluation.task_metrics import reported_metrics
+    from mathneuro.evaluation.tasks import TASKS
+
+    for test in claims.plan_tests():
+        for task in test.tasks:
+            for data_dir in (tmp_path, None) if TASKS[task].stock else (tmp_path,):  # local twin, stock task
+                assert test.metric in reported_metrics(task, data_dir), (test.id, task, data_dir, test.metric)
+    for task, metric in METRIC.items():  # the simulated records below use the same names
+        assert metric in reported_metrics(task, tmp_path), (task, metric)
+
+
 def test_the_readme_section_is_the_scripts_output_on_the_committed_records() -> None:
     assert claims.readme_section(claims.README.read_text()) == claims.build().strip("\n")
 
