@@ -379,6 +379,37 @@ def test_a_random_reference_refuses_a_method_it_cannot_be_sized_by(method, refer
         validate(compose_cfg([f"method={method}", f"method.reference={reference}"]))
 
 
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["objective.metric=math/arith/exact_match"], None),  # a probe: its side and task are checked
+    (["objective.metric='math/gsm8k_cot/exact_match,strict-match'", "eval.tasks=[gsm8k_cot,mc]",
+      "objective.constraint=nonmath/mc/acc"], None),
+    (["objective.metric=nonmath/mmlu_anatomy/acc", "eval.tasks=[mmlu]"], None),  # a subtask of a group
+    (["objective.metric=math/gsm8k_cot/exact_match", "eval.tasks=[gsm8k_cot]"],
+     r"objective\.metric: 'gsm8k_cot' reports no metric 'exact_match'; it reports: exact_match,flexible-extract, "
+     r"exact_match,strict-match$"),
+    (["objective.metric=nonmath/hellaswag/acc_norm", "objective.constraint=nonmath/mmlu/acc",
+      "eval.tasks=[hellaswag]"], r"objective\.constraint: task 'mmlu' is not evaluated; eval\.tasks: hellaswag$"),
+    (["objective.metric='nonmath/gsm8k_cot/exact_match,strict-match'", "eval.tasks=[gsm8k_cot]"],
+     r"objective\.metric: 'gsm8k_cot' counts as math in this run: math/gsm8k_cot/exact_match,strict-match$"),
+    (["objective.metric=math/arith/exact_match", "eval.nonmath_tasks=[arith]"], r"counts as nonmath in this run"),
+    (["objective.metric=arith_exact_match"], r"objective\.metric: 'arith_exact_match' is not <side>/<task>/<metric>"),
+    (["objective.metric=math/arith/exact_match", "eval=none"], r"objective\.metric: .* eval=none evaluates nothing"),
+    (["objective.tolerance=-0.1"], r"objective\.tolerance: must be >= 0"),
+])
+def test_the_objectives_metrics_are_ones_the_run_reports(overrides, message, tmp_path):
+    """A misnamed objective metric would make every trial's objective NaN (a misnamed constraint: no penalty,
+    silently); both fail before any model loads, naming the key and what the task reports."""
+    from tests.sample_data import write_sample_data
+
+    write_sample_data(tmp_path / "data")
+    cfg = OmegaConf.to_object(compose_cfg(["eval=quick", f"eval.data_dir={tmp_path / 'data'}", *overrides]))
+    if message is None:
+        validate(cfg)
+    else:
+        with pytest.raises(ConfigError, match=message):
+            validate(cfg)
+
+
 def _finish_baseline_elsewhere(bench, key: str, lock, metrics: dict, delay: float):
     """Another process's baseline evaluation: after ``delay`` s it stores ``metrics`` and releases ``lock``."""
     import threading

@@ -20,6 +20,7 @@ from mathneuro.evaluation.task_index import check_task_names, include_paths, loc
 from mathneuro.evaluation.tasks import (
     DATA_DIR_ENV,
     TASKS,
+    kind_of,
     missing_files,
     missing_modules,
     resolve_data_dir,
@@ -168,6 +169,17 @@ class EvalConfig:
         if value is None:
             return None
         return int(value) if value >= 1 else float(value)
+
+    def side(self, task: str, parent: str | None = None) -> str:
+        """``"math"`` or ``"nonmath"``, the side ``task``'s metrics count for (``<side>/<task>/<metric>``):
+        ``math_tasks`` / ``nonmath_tasks``, else a probe's own kind, else the task table, else non-math; a
+        subtask (``parent`` given) not listed itself takes its parent's side."""
+        if parent is not None and parent != task:
+            listed = task in self.math_tasks or task in self.nonmath_tasks
+            return kind_of(task, self.math_tasks, self.nonmath_tasks) if listed else self.side(parent)
+        if task not in TASKS and task not in self.math_tasks and task not in self.nonmath_tasks and is_probe(task):
+            return probe_spec(task).kind
+        return kind_of(task, self.math_tasks, self.nonmath_tasks)
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:

@@ -25,7 +25,7 @@ from mathneuro.evaluation.directions import higher_is_better
 from mathneuro.evaluation.harness import Harness, preserved_rng
 from mathneuro.evaluation.probe_registry import ProbeContext, is_probe, probe_spec
 from mathneuro.evaluation.task_store import TaskStore
-from mathneuro.evaluation.tasks import TASKS, kind_of
+from mathneuro.evaluation.tasks import TASKS
 
 log = logging.getLogger(__name__)
 _SIDE_NOTED: set[str] = set()  # tasks whose side was guessed, already reported in this process
@@ -81,23 +81,12 @@ class Evaluator:
 
     def kind(self, task: str) -> str:
         """``"math"`` or ``"nonmath"``: the task table, unless ``eval.math_tasks`` / ``eval.nonmath_tasks`` say otherwise."""
-        if task not in TASKS and is_probe(task):
-            if task in self.cfg.math_tasks or task in self.cfg.nonmath_tasks:
-                return kind_of(task, self.cfg.math_tasks, self.cfg.nonmath_tasks)
-            return probe_spec(task).kind
-        if task not in TASKS and task not in self.cfg.math_tasks and task not in self.cfg.nonmath_tasks:
-            if task not in _SIDE_NOTED:
-                _SIDE_NOTED.add(task)
-                log.warning("eval: task %r is in neither mathneuro's task table nor eval.math_tasks / "
-                            "eval.nonmath_tasks: counted as non-math", task)
-        return kind_of(task, self.cfg.math_tasks, self.cfg.nonmath_tasks)
-
-    def _sub_kind(self, subtask: str, parent_kind: str) -> str:
-        if subtask in self.cfg.math_tasks:
-            return "math"
-        if subtask in self.cfg.nonmath_tasks:
-            return "nonmath"
-        return parent_kind
+        if (task not in TASKS and task not in self.cfg.math_tasks and task not in self.cfg.nonmath_tasks
+                and not is_probe(task) and task not in _SIDE_NOTED):
+            _SIDE_NOTED.add(task)
+            log.warning("eval: task %r is in neither mathneuro's task table nor eval.math_tasks / "
+                        "eval.nonmath_tasks: counted as non-math", task)
+        return self.cfg.side(task)
 
     def evaluate(self, store: TaskStore | None = None) -> dict[str, float]:
         """Every task of the config on the model as it is now: ``{"<kind>/<task>/<metric>": value}``.
@@ -128,10 +117,10 @@ class Evaluator:
                 kind = self.kind(task)
                 metrics.update({metric_key(kind, task, m): v for m, v in values.items()})
                 for sub, sub_values in self._last_subtasks.get(task, {}).items():
-                    sub_kind = self._sub_kind(sub, kind)
+                    sub_kind = self.cfg.side(sub, task)
                     metrics.update({metric_key(sub_kind, sub, m): v for m, v in sub_values.items()})
                 for sub in [s for s in self.last_samples if s not in self.last_sample_kinds]:
-                    self.last_sample_kinds[sub] = self._sub_kind(sub, kind)
+                    self.last_sample_kinds[sub] = self.cfg.side(sub, task)
         return metrics
 
     def evaluate_task(self, task: str) -> dict[str, float]:

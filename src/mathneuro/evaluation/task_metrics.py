@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from mathneuro.evaluation.probe_registry import is_probe
 from mathneuro.evaluation.samples import metric_name
 from mathneuro.evaluation.task_index import (
     lm_eval_task_names,
@@ -20,6 +21,9 @@ from mathneuro.evaluation.task_index import (
     suggestion,
 )
 from mathneuro.evaluation.tasks import TASKS, lm_eval_name, local_tasks_dir
+
+if TYPE_CHECKING:
+    from mathneuro.evaluation.config import EvalConfig
 
 
 def reported_metrics(task: str, data_dir: Path | None = None, include_paths: Sequence[Path] = ()) -> frozenset[str]:
@@ -84,3 +88,30 @@ def _metric_names(task: str, cfg: dict[str, Any]) -> set[str]:
         bases = [m["metric"] for m in metrics if isinstance(m, dict) and "metric" in m]
     filters = [f.get("name", "none") for f in cfg.get("filter_list") or []] or ["none"]
     return {metric_name(str(m), str(f)) for m in bases for f in filters}
+
+
+def check_metric_key(key: str, value: str, cfg: EvalConfig) -> None:
+    """Raise ``ValueError`` (one line, naming ``key``) unless ``value`` is a metric the run under ``cfg`` will
+    report: ``<side>/<task>/<metric>`` with ``task`` one of ``eval.tasks`` (or a subtask of one), ``side`` the
+    one its metrics count for, and ``metric`` one its lm-eval config makes (a probe's are not declared)."""
+    if not cfg.is_enabled():
+        raise ValueError(f"{key}: {value!r} names a metric, but eval=none evaluates nothing")
+    parts = value.split("/", 2)
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"{key}: {value!r} is not <side>/<task>/<metric>, e.g. math/gsm8k_cot/exact_match,strict-match")
+    side, task, metric = parts
+    parent = task if task in cfg.tasks else next((t for t in cfg.tasks if task.startswith(f"{t}_")), None)
+    if parent is None:
+        raise ValueError(f"{key}: task {task!r} is not evaluated; eval.tasks: {', '.join(cfg.tasks)}")
+    expected = cfg.side(task, parent)
+    if side != expected:
+        raise ValueError(f"{key}: {task!r} counts as {expected} in this run: {expected}/{task}/{metric}")
+    if parent not in TASKS and is_probe(parent) or parent in TASKS and TASKS[parent].probe:
+        return  # a probe's metric names are known only once it has run
+    try:
+        known = reported_metrics(parent, cfg.resolved_data_dir(), cfg.include_paths())
+    except ValueError:  # a Python-class task: nothing to check against before it is built
+        return
+    if metric not in known:
+        raise ValueError(f"{key}: {task!r} reports no metric {metric!r}; it reports: {', '.join(sorted(known))}")
+

@@ -20,6 +20,7 @@ from omegaconf import MISSING, OmegaConf
 from mathneuro.data.datasets import DatasetConfig
 from mathneuro.edit.interventions.registry import default_intervention_node, resolve_intervention
 from mathneuro.evaluation import EvalConfig
+from mathneuro.evaluation.task_metrics import check_metric_key
 from mathneuro.methods.registry import default_method_node, resolve_method
 from mathneuro.methods.topk import check_fraction
 from mathneuro.models.embedded import cache_root
@@ -183,6 +184,11 @@ def _check(cfg: Any) -> None:
     for name, dataset in (cfg.filters or {}).items():
         dataset.validate(f"filters.{name}")
     cfg.eval.validate()
+    if not cfg.objective.tolerance >= 0:
+        raise ConfigError(f"objective.tolerance: must be >= 0 (a relative drop), got {cfg.objective.tolerance!r}")
+    for key in ("metric", "constraint"):  # a misnamed one would make every trial's objective NaN, or unconstrained
+        if getattr(cfg.objective, key):
+            check_metric_key(f"objective.{key}", str(getattr(cfg.objective, key)), cfg.eval)
 
 
 #: Schemas of single groups, for a user's own group file (``defaults: [/model_schema@_here_, _self_]``).
