@@ -22,6 +22,7 @@ from mathneuro.models.targets import base_model
 from mathneuro.pipeline.attempts import (
     ATTEMPTS_FILE,
     PARTIAL_DIR,
+    computed_elsewhere,
     edit_key,
     edit_payload,
     edited_store,
@@ -148,6 +149,32 @@ def test_kept_results_computed_on_another_machine_type_say_why_they_are_evaluate
     (store.folder / "key.parts").unlink()  # kept by a version that recorded no key parts
     [item] = unreused_partials(tmp_path, key, parts)
     assert item["differ"] == ["unknown (kept before key parts were recorded)"] and item["computed_on"] is None
+
+
+def test_tasks_read_back_from_another_kind_of_machine_are_named_with_it(tmp_path):
+    """A point resumed on another kind of machine, with the same edit key (its selection came out identical),
+    reads the kept tasks back; results.json's ``hardware`` names this machine, so ``computed_elsewhere`` names
+    the tasks that carry the other one's rounding. Tasks kept before stamps existed take the machine their
+    folder's ``key.parts`` named."""
+    epyc = {"device": "cpu", "device_name": "AMD EPYC", "cpu_flags": ["avx512_bf16", "avx512f", "avx2"]}
+    xeon = {"device": "cpu", "device_name": "Intel(R) Xeon(R) Processor",
+            "cpu_flags": ["amx_bf16", "avx512_bf16", "avx512f", "avx2"]}
+    parts = edit_payload({"model": "x"}, "eval", [2], Selection(masks={"a": torch.ones(2, 2, dtype=torch.bool)}),
+                         0.0, True)
+    key = payload_key(parts)
+    result = {"values": {"acc": 0.5}, "subtasks": {}, "samples": {}, "num_examples": 2, "seconds": 1}
+    edited_store(tmp_path, key, payload=parts, hardware=epyc).save("race", result)
+    TaskStore(edited_store(tmp_path, key).folder, key).save("mmlu", result)  # saved before stamps existed
+    edited_store(tmp_path, key, payload=parts, hardware=xeon).save("piqa", result)  # a second attempt, on a Xeon
+
+    store = edited_store(tmp_path, key, payload=parts, hardware=xeon)  # the third attempt, on a Xeon
+    assert all(store.load(t) is not None for t in ("race", "mmlu", "piqa"))
+    assert computed_elsewhere(store, xeon) == {"race": machine_kind(epyc)}  # mmlu: key.parts said the Xeon
+    store = edited_store(tmp_path, key, payload=parts, hardware=epyc)  # a fourth, back on the EPYC
+    assert all(store.load(t) is not None for t in ("race", "mmlu", "piqa"))
+    assert computed_elsewhere(store, epyc) == {"mmlu": machine_kind(xeon), "piqa": machine_kind(xeon)}
+    store = TaskStore(store.folder, key)  # nothing says where anything ran
+    assert store.load("mmlu") is not None and computed_elsewhere(store, epyc) == {"mmlu": "an unrecorded machine"}
 
 
 def test_a_damaged_kept_result_is_evaluated_again(tiny_dir, tmp_path, caplog):

@@ -28,10 +28,14 @@ log = logging.getLogger("mathneuro")
 class TaskStore:
     """Finished tasks of one evaluation, keyed by ``key``, in ``folder`` (one ``<task>.json`` each)."""
 
-    def __init__(self, folder: str | Path, key: str):
+    def __init__(self, folder: str | Path, key: str, stamp: dict[str, Any] | None = None,
+                 unstamped: dict[str, Any] | None = None):
         self.folder = Path(folder)
         self.key = str(key)
+        self.stamp = stamp  # written beside each result (who computed it: the machine), not part of the key
+        self.unstamped = unstamped  # what a result saved without a stamp is taken to carry
         self.reused: list[str] = []  # tasks read back by this process
+        self.stamps: dict[str, dict[str, Any] | None] = {}  # the stamp each read-back task was saved with
 
     def path(self, task: str) -> Path:
         """The file of ``task`` (its name made safe, plus a short hash so distinct names stay distinct)."""
@@ -60,6 +64,7 @@ class TaskStore:
                         path, reason, task)
             return None
         self.reused.append(task)
+        self.stamps[task] = data["stamp"] if isinstance(data.get("stamp"), dict) else self.unstamped
         nan = float("nan")  # JSON has no NaN: it was written as null
         result["values"] = {k: nan if v is None else v for k, v in values.items()}
         result["subtasks"] = {sub: {k: nan if v is None else v for k, v in vals.items()}
@@ -67,8 +72,11 @@ class TaskStore:
         return result
 
     def save(self, task: str, result: dict[str, Any]) -> None:
-        """Keep ``task``'s finished ``result`` (atomically)."""
-        write_json_atomic(self.path(task), {"format": FORMAT, "key": self.key, "task": task, "result": result})
+        """Keep ``task``'s finished ``result`` (atomically), with the store's ``stamp``."""
+        data = {"format": FORMAT, "key": self.key, "task": task, "result": result}
+        if self.stamp is not None:
+            data["stamp"] = self.stamp
+        write_json_atomic(self.path(task), data)
 
     def clear(self) -> None:
         """Delete every kept result (the evaluation they belong to is recorded)."""

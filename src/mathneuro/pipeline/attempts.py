@@ -80,11 +80,36 @@ def edit_key(identity: dict, eval_fingerprint: str, stop_ids: list[int], selecti
 def edited_store(run_dir: str | os.PathLike, key: str, *, payload: dict[str, Any] | None = None,
                  hardware: dict[str, Any] | None = None) -> TaskStore:
     """Where the edited model's finished tasks of this run directory are kept; with ``payload`` (the key's
-    parts) and ``hardware`` they are written beside them, for :func:`unreused_partials`."""
-    store = TaskStore(Path(run_dir) / PARTIAL_DIR / f"edited-{key[:24]}", key)
+    parts) and ``hardware`` they are written beside them, for :func:`unreused_partials`. Each task is saved
+    stamped with ``hardware`` (tasks kept before stamps existed take the one the earlier ``key.parts``
+    named), for :func:`computed_elsewhere`."""
+    folder = Path(run_dir) / PARTIAL_DIR / f"edited-{key[:24]}"
+    earlier: dict[str, Any] | None = None
+    try:
+        kept = json.loads((folder / KEY_FILE).read_text())
+        if kept.get("key") == key and isinstance(kept.get("hardware"), dict) and kept["hardware"]:
+            earlier = kept["hardware"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    store = TaskStore(folder, key, stamp={"hardware": hardware} if hardware else None,
+                      unstamped={"hardware": earlier} if earlier else None)
     if payload is not None:
         write_json_atomic(store.folder / KEY_FILE, {"key": key, "parts": payload, "hardware": hardware or {}})
     return store
+
+
+def computed_elsewhere(store: TaskStore, hardware: dict[str, Any]) -> dict[str, str]:
+    """``{task: machine}`` for the tasks ``store`` read back that an earlier attempt computed on another kind
+    of machine than ``hardware`` (name and CPU flags; "an unrecorded machine" where nothing says): their
+    scores carry that machine's rounding, while ``results.json``'s ``hardware`` names this one."""
+    here = machine_kind(hardware)
+    out = {}
+    for task in store.reused:
+        there_hw = (store.stamps.get(task) or {}).get("hardware")
+        there = machine_kind(there_hw) if isinstance(there_hw, dict) else ""
+        if there != here:
+            out[task] = there or "an unrecorded machine"
+    return out
 
 
 def _machine(hardware: dict[str, Any]) -> str:

@@ -23,11 +23,12 @@ from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_DIR, copy_records, samples_summary, write_samples
 from mathneuro.methods.registry import inapplicable_settings, resolve_method
 from mathneuro.methods.spec import MethodSpec
-from mathneuro.models.devices import describe_hardware
+from mathneuro.models.devices import describe_hardware, machine_kind
 from mathneuro.models.targets import find_mlp_activations
 from mathneuro.pipeline.attempts import (
     Attempts,
     clear_attempts,
+    computed_elsewhere,
     edit_payload,
     edited_store,
     payload_key,
@@ -275,6 +276,7 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
         metrics: dict[str, float] = {}
         drafting = None
         unreused: list[dict] = []  # kept results of earlier attempts at another edit or eval
+        elsewhere: dict[str, str] = {}  # tasks read back that another kind of machine computed
         ispec, icfg = point.intervention
         with point.stage("intervention"):
             edit = ispec(point.intervention_context(selection, wandb_run.curve), icfg)
@@ -297,6 +299,11 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
                     metrics = point.evaluator.evaluate(store)  # finished tasks kept for a next attempt
                 drafting = bench.draft_store().counts.since(drafts_before).as_dict()  # tokens drafted, accepted
                 attempts.note("edited_tasks", list(store.reused))
+                elsewhere = computed_elsewhere(store, hardware)
+                for task, machine in elsewhere.items():
+                    log.warning("%s: %s was read back from an earlier attempt on %s; this attempt runs on %s, "
+                                "so its scores carry the other machine's rounding", output_dir, task, machine,
+                                machine_kind(hardware) or "an unrecorded machine")
                 if cfg.eval.log_samples:
                     write_samples(output_dir / SAMPLES_DIR, point.evaluator.last_samples,
                                   point.evaluator.last_sample_kinds)
@@ -324,6 +331,8 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
         record.extra["intervention_facts"] = ispec.facts()
         if ignored:
             record.extra["ignored_settings"] = ignored
+        if elsewhere:  # tasks read back that another kind of machine computed
+            record.extra["computed_elsewhere"] = elsewhere
         if unreused:  # kept results of earlier attempts that did not match this edit
             record.extra["not_resumed"] = [{k: v for k, v in item.items() if k != "reason"} for item in unreused]
         if wandb_run.run is not None:  # which W&B run holds this point (the report updates it online)
