@@ -483,6 +483,34 @@ def test_a_point_evaluates_its_edit_first_while_another_process_evaluates_the_ba
     assert {"math/arith/exact_match", "nonmath/mc/acc"} <= set(res["metrics"])  # the edit was evaluated
 
 
+def test_a_points_record_names_the_machine_its_unedited_metrics_came_from(tiny_dir, tmp_path, caplog):
+    """Paired differences are edited minus unedited; when the unedited metrics come from a cache another kind
+    of machine wrote (a shared cache_dir), results.json names that machine and the point warns."""
+    import logging
+
+    from mathneuro.models.devices import machine_kind
+    from mathneuro.pipeline.workbench import get_workbench
+
+    cfg = OmegaConf.to_object(compose_cfg([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=quick",
+                                           "eval.limit=2", "logger=none", "top_k=0.2"]))
+    res = run_point(cfg, tmp_path / "here")
+    assert res["baseline_hardware"] == res["hardware"]  # evaluated by this point
+    bench = get_workbench(cfg)
+    path = bench.cache.root / "baselines" / f"{bench.baseline_key(cfg.eval)}.json"
+    data = json.loads(path.read_text())
+    assert data["hardware"] == res["hardware"]
+    other = {"device": "cpu", "dtype": "float32", "device_name": "Other CPU", "cpu_flags": ["avx2"]}
+    path.write_text(json.dumps({**data, "hardware": other}))  # written by a worker on another machine
+    bench.baselines.clear()  # a fresh process: the baseline is read from the cache
+    with caplog.at_level(logging.WARNING, logger="mathneuro"):
+        again = run_point(cfg, tmp_path / "there")
+    assert again["baseline_hardware"] == other and again["baseline_metrics"] == res["baseline_metrics"]
+    assert f"computed on {machine_kind(other)} (read from the cache)" in caplog.text
+    path.write_text(json.dumps({k: v for k, v in data.items() if k != "hardware"}))  # an entry from before
+    bench.baselines.clear()
+    assert "baseline_hardware" not in run_point(cfg, tmp_path / "older")
+
+
 def test_two_workers_on_one_sweep_run_every_point_once(tiny_dir, tmp_path):
     sweep = tmp_path / "sweep"
     args = ["-m", *base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", "logger=none",

@@ -31,6 +31,7 @@ from mathneuro.methods.reference import remember_size, size_key
 from mathneuro.methods.registry import MethodInputs, resolve_method
 from mathneuro.methods.selection import Selection
 from mathneuro.models import load_model, model_identity
+from mathneuro.models.devices import describe_hardware
 from mathneuro.models.targets import (
     DEFAULT_PATTERN,
     find_mlp_activations,
@@ -86,6 +87,8 @@ class Workbench:
     used: list = field(default_factory=list)  # {dataset, kind, key, source} of each statistics lookup
     checkpoint_every_s: float = DEFAULT_EVERY_S  # seconds between checkpoints of a statistics pass
     baseline_kept: list = field(default_factory=list)  # baseline tasks read back from an earlier attempt
+    # baseline key -> the hardware that computed it (describe_hardware; {} for a cache entry older than that)
+    baseline_hardware: dict = field(default_factory=dict)
     # told at once of each statistics entry a pass completed from an earlier attempt's checkpoint, so that an
     # attempt stopped before its selection is made still leaves that on the point's record
     on_resumed: Callable[[list[dict]], None] | None = None
@@ -230,7 +233,10 @@ class Workbench:
             if path is None or not path.exists() or need_samples():
                 return None
             metrics = _read_baseline(path, self.identity)
-            return None if metrics is None or baseline_needs_drafts(eval_cfg, path) else metrics
+            if metrics is None or baseline_needs_drafts(eval_cfg, path):
+                return None
+            self.baseline_hardware[key] = _stored_hardware(path)
+            return metrics
 
         metrics = stored()
         if metrics is None:
@@ -247,9 +253,11 @@ class Workbench:
                         metrics = evaluator.evaluate(store)
                     if need_samples():
                         write_samples(samples_dir, evaluator.last_samples, evaluator.last_sample_kinds)
+                    self.baseline_hardware[key] = describe_hardware(self.model)
                     if path is not None:
                         write_json_atomic(path, {"metrics": metrics, "model": self.identity, "eval": _plain(eval_cfg),
-                                                 "drafts": {"recorded": drafts.recorded - recorded}})
+                                                 "drafts": {"recorded": drafts.recorded - recorded},
+                                                 "hardware": self.baseline_hardware[key]})
                         remove_orphaned_temps(path)  # a killed evaluator's (we hold the baseline's lock)
                     if store is not None:
                         self.baseline_kept.extend(store.reused)
@@ -282,6 +290,15 @@ def check_unit(method: str, declared: str, selection: Selection) -> None:
 def _samples_missing(eval_cfg: Any, samples_dir: Path | None) -> bool:
     """Whether the baseline's per-example records are asked for and not yet written whole."""
     return bool(eval_cfg.log_samples and samples_dir is not None and not (samples_dir / SAMPLES_COMPLETE).exists())
+
+
+def _stored_hardware(path: Path) -> dict:
+    """The hardware a cached baseline entry was computed on ({} for an entry written before it was recorded)."""
+    try:
+        hardware = json.loads(path.read_text()).get("hardware")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return hardware if isinstance(hardware, dict) else {}
 
 
 def _read_baseline(path: Path, identity: dict) -> dict[str, float] | None:
