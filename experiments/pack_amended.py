@@ -99,7 +99,14 @@ def _pack_by_machine(root: Path, folder: Path, study: str, sources: list[Path], 
     (``main``: the study's packed baseline, made of ``main_dirs``)."""
     by_machine = baselines_by_machine(root, noted)
     written: list[Path] = []
-    results = [r for s in sources for r in load_results(s)[0]]
+    results = []
+    for result in (r for s in sources for r in load_results(s)[0]):
+        if result.get("computed_elsewhere"):  # resumed across machines: its tasks carry two machines' rounding
+            print(f"{study}: point {result.get('point')} not packed: {', '.join(sorted(result['computed_elsewhere']))} "
+                  f"computed on another kind of CPU than {_point_machine(result)} (computed_elsewhere); run it again "
+                  "on one kind", file=sys.stderr)
+        else:
+            results.append(result)
     for machine in sorted({str(_point_machine(r)) for r in results}):
         mine = [r for r in results if str(_point_machine(r)) == machine]
         dirs = by_machine.get(machine, {})
@@ -116,7 +123,7 @@ def _pack_by_machine(root: Path, folder: Path, study: str, sources: list[Path], 
             base = pack_baseline({t: dirs[t] for t in needed}, folder, study=study, model=MODEL, noted_hardware=noted)
             written.append(base)
         written += pack_sweep(sources, folder, study=study, baseline=base.name[: -len(SUFFIX)],
-                              include=lambda r, m=machine: str(_point_machine(r)) == m)
+                              include=lambda r, m=machine: str(_point_machine(r)) == m and not r.get("computed_elsewhere"))
     return written
 
 

@@ -188,16 +188,18 @@ def test_claim_3s_points_pair_with_an_unedited_evaluation_made_on_their_own_kind
     own = pack_amended.own_baseline_dir(root, ["gsm8k", "race"], out, machine="Xeon")
     assert own == root / "baseline_cpu" / "xeon"
     baseline(own, lose(GSM, 1), RACE, xeon)  # the Xeon's own unedited answers differ on one question
-    for job, seed, hardware in (("0", 0, epyc), ("1", 1, xeon), ("2", 2, {"device_name": "Other"})):
+    for job, seed, hardware in (("0", 0, epyc), ("1", 1, xeon), ("2", 2, {"device_name": "Other"}), ("3", 3, xeon)):
         write_point(root / "claim3", job, "mathneuro", seed, {"gsm": lose(GSM, 2), "race": RACE},
                     intervention="scale", scalar=1.1)
         result = json.loads((root / "claim3" / job / "results.json").read_text())
         result["hardware"] = hardware
+        if seed == 3:  # resumed on the Xeon from an attempt on the EPYC that had finished its RACE
+            result["computed_elsewhere"] = {"race": "AMD EPYC"}
         (root / "claim3" / job / "results.json").write_text(json.dumps(result))
     pack_amended.pack(root, out, table=False)
     study = {p.name: p for p in records.read_study(out / "scale")}
     points = {p.point["seed"]: p for p in study.values() if p.kind == "point"}
-    assert sorted(points) == [0, 1]  # the Other machine has no unedited evaluation of its own: not packed
+    assert sorted(points) == [0, 1]  # Other has no unedited evaluation of its own; seed 3 mixes two machines
     main = study[points[0].header["baseline"]]
     assert main.header["task_hardware"] == {"gsm8k": epyc, "race": epyc} and main.header["tasks"] == ["gsm8k", "race"]
     assert [p.name for p in study.values() if p.kind == "baseline" and p is not main] == [points[1].header["baseline"]]
