@@ -37,6 +37,10 @@
 #             under $ROOT (a resumed point evaluates only its unfinished tasks), then `drafts`
 #   pack      (pack --no-table: claim 5's table as it is) pack every finished point and the baseline into experiments/records/amended_<claim>/ (then: make claims)
 #   check     compose and validate every point of every stage (no model loads)
+#   workers N (default 2) background workers, one thread each, every one running `all` (finished points and tasks
+#             are skipped; two on one stage split its points and claim 3's baseline tasks); logs and process
+#             groups under $ROOT/logs/. They run this checkout: edit another one (a git worktree) meanwhile
+#   stop      end the workers started by `workers` (before: `pack --no-table` and `keep`, then commit)
 # Environment (defaults): MODEL (qwen2_5_coder_1_5b) MODELS (/root/.cache/mathneuro-models) DATA (../shared/data)
 #   ROOT (/work/exp-outputs/claims_amended: run dirs, never committed) CACHE (/work/exp-cache/amended) DTYPE (bfloat16)
 #   OMP_NUM_THREADS=1 per worker (two workers: two shells running the same stage list).
@@ -45,9 +49,9 @@ shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 source experiments/lib.sh
 STAGES=(base1 claim1 claim45 claim2 base6 claim6 claim3)
-usage="usage: claims_amended.sh STAGE   (STAGE: ${STAGES[*]} all restore drafts keep pack check)"
+usage="usage: claims_amended.sh STAGE   (STAGE: ${STAGES[*]} all restore drafts keep pack check workers stop)"
 stage=${1:?$usage}
-case " ${STAGES[*]} all restore drafts keep pack check " in *" $stage "*) ;; *) die "unknown stage: $stage ($usage)" ;; esac
+case " ${STAGES[*]} all restore drafts keep pack check workers stop " in *" $stage "*) ;; *) die "unknown stage: $stage ($usage)" ;; esac
 
 model=${MODEL:-qwen2_5_coder_1_5b}
 models=${MODELS:-/root/.cache/mathneuro-models}
@@ -60,7 +64,7 @@ data=$(cd "${DATA:-../shared/data}" && pwd)
 need_files "$data" gsm8k/train.jsonl gsm8k/test.jsonl race/validation_high.jsonl race/test_high_by_article.jsonl \
   mmlu/validation_prerelease.jsonl math/test.jsonl mathqa/test_1000.jsonl egsm/egsm_full.jsonl \
   hellaswag/validation.jsonl piqa/validation.jsonl winogrande/validation.jsonl wikitext2/test.jsonl mutual/validation.jsonl
-case $stage in pack | check | keep) ;; *) [ -f "$weights" ] ;; esac || die "no model at $weights; fetch it with:
+case $stage in pack | check | keep | stop) ;; *) [ -f "$weights" ] ;; esac || die "no model at $weights; fetch it with:
   bash ../shared/models/fetch-models.sh $models qwen2.5-coder-1.5b"
 case $root in "$PWD"/* | [!/]*) die "ROOT=$root lies inside the repository: run dirs stay outside it" ;; esac
 identification_sets "$data"
@@ -186,6 +190,22 @@ case $stage in
   all) for s in "${STAGES[@]}"; do mode=check run_stage "$s"; done
        for s in "${STAGES[@]}"; do mode=run run_stage "$s"; done ;;
   pack) "$py" experiments/pack_amended.py --root "$root" "${@:2}" ;;
+  workers)
+    n=${2:-2}
+    [[ $n =~ ^[1-9][0-9]*$ ]] || die "workers: N must be a positive number, got $n"
+    mkdir -p "$root/logs"
+    for i in $(seq 1 "$n"); do
+      OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 setsid nohup nice -n 10 bash experiments/claims_amended.sh all \
+        >> "$root/logs/worker-$i.log" 2>&1 < /dev/null &
+      echo $! >> "$root/logs/workers.pid"
+      echo "worker $i: pid $! (log $root/logs/worker-$i.log)" >&2
+      if [ "$i" -lt "$n" ]; then sleep 20; fi  # the first claims its point before the next looks
+    done ;;
+  stop)
+    [ -f "$root/logs/workers.pid" ] || die "no workers started from $root"
+    while read -r pid; do kill -TERM -- "-$pid" 2>/dev/null && echo "stopped worker group $pid" >&2 || true
+    done < "$root/logs/workers.pid"
+    rm -f "$root/logs/workers.pid" ;;
   keep)
     mkdir -p "$records/amended_partial"
     mapfile -t kept < <(cd "$root" && find . -name .partial -type d -prune -printf '%h\n' | sort)
