@@ -26,8 +26,8 @@
 #             where $ROOT/baseline's tasks were made on another, this machine's own is made first, undrafted, in a
 #             cache of its own                                                       -> $ROOT/baseline_cpu/<machine>
 #             (a second worker skips the tasks the first is making and starts the points)
-#   Claims 1-3 run one multirun per draw over the methods whose point has no packed record under experiments/records
-#   yet (RECORDS), so a sitting on a fresh machine does not rerun a committed point.
+#   Claims 1-6 run one multirun per draw over the methods whose point has no packed record under experiments/records
+#   yet (RECORDS; claim 5: its packed table), so a sitting on a fresh machine does not rerun a committed point.
 #   drafts    a fresh machine or cache: the unedited model's answers to GSM8K, MATH and EGSM back into the cache as the
 #             drafts of later points, from the records under $ROOT/baseline (restore them from
 #             experiments/records/amended_baseline_raw first); no model pass
@@ -37,9 +37,10 @@
 #             under $ROOT (a resumed point evaluates only its unfinished tasks), then `drafts`
 #   pack      (pack --no-table: claim 5's table as it is) pack every finished point and the baseline into experiments/records/amended_<claim>/ (then: make claims)
 #   check     compose and validate every point of every stage (no model loads)
-#   workers N (default 2) background workers, one thread each, every one running `all` (finished points and tasks
-#             are skipped; two on one stage split its points and claim 3's baseline tasks); logs and process
-#             groups under $ROOT/logs/. They run this checkout: edit another one (a git worktree) meanwhile
+#   workers [N [STAGE...]] N (2) background workers, one thread each, every one running the stages (default `all`)
+#             in order; finished points and tasks, and points packed under experiments/records, are skipped; two
+#             on one stage split its points and claim 3's baseline tasks. Logs and process groups: $ROOT/logs/.
+#             They run this checkout: edit another one (a git worktree) meanwhile
 #   stop      end the workers started by `workers` (before: `pack --no-table` and `keep`, then commit)
 # Environment (defaults): MODEL (qwen2_5_coder_1_5b) MODELS (/root/.cache/mathneuro-models) DATA (../shared/data)
 #   ROOT (/work/exp-outputs/claims_amended: run dirs, never committed) CACHE (/work/exp-cache/amended) DTYPE (bfloat16)
@@ -84,28 +85,23 @@ c6_eval=(eval=generalisation 'eval.tasks=[minerva_math,egsm,mathqa,piqa,winogran
 ppl_eval=(eval=generalisation 'eval.tasks=[wikitext]' eval.limits.wikitext=15 eval.batch_size=1 eval.max_length=2048)
 
 records=${RECORDS:-experiments/records}
-# unpacked STUDY FILTER SEED METHOD...: the methods whose point (K = 15 % or 5 %, that filter and seed) has no packed
-# record in $records/STUDY yet, comma-joined; a fresh machine restores nothing else, so a packed point is not rerun
+# unpacked STUDY FILTER SEED TASK METHOD...: the methods without a packed point in $records/STUDY at that filter and
+# seed whose records hold TASK (- for any: identification), comma-joined; a fresh machine restores no run dir, so
+# a packed point is not rerun (its header says which tasks it holds: claim 6's WikiText points pack apart)
 unpacked() {
-  local study=$1 filter=$2 seed=$3 m todo=()
-  shift 3
-  for m in "$@"; do
-    compgen -G "$records/$study/${m}__${filter}__k*__n100__seed${seed}.jsonl.gz" >/dev/null \
-      || compgen -G "$records/$study/${m}-*__${filter}__k*__n100__seed${seed}.jsonl.gz" >/dev/null || todo+=("$m")
-  done
-  (IFS=,; echo "${todo[*]}")
+  "$py" experiments/pack_amended.py --out "$records" --unpacked "$@"
 }
 
-# sweep_seeds STUDY "SEEDS" "METHODS" OVERRIDE...: one multirun per seed over the methods not yet packed
+# sweep_seeds STUDY FILTER TASK "SEEDS" "METHODS" OVERRIDE...: one multirun per seed over the methods not yet packed
 sweep_seeds() {
-  local study=$1 seed methods
-  for seed in $2; do
-    methods=$(unpacked "$study" mmlu "$seed" $3)  # every point of claims 1-3 uses the MMLU filter
+  local study=$1 filter=$2 task=$3 seed methods
+  for seed in $4; do
+    methods=$(unpacked "$study" "$filter" "$seed" "$task" $5)
     if [ -z "$methods" ] && [ "$mode" != check ]; then
-      echo "[$(date -u +%FT%TZ)] $stage: seed $seed: every point packed in $records/$study, skipped" >&2
+      echo "[$(date -u +%FT%TZ)] $stage: seed $seed: every point packed in $records/$study ($task), skipped" >&2
       continue
     fi
-    sweep "${@:4}" seed="$seed" method="${methods:-${3// /,}}"
+    sweep "${@:6}" seed="$seed" method="${methods:-${5// /,}}"
   done
 }
 
@@ -159,14 +155,18 @@ run_stage() {
     drafts) baseline --seed-drafts --task gsm8k_cot eval=paper eval.limits.gsm8k_cot=300 \
                     --task minerva_math eval=generalisation eval.limits.minerva_math=22 \
                     --task egsm eval=generalisation eval.limits.egsm=100 ;;
-    claim1) sweep_seeds prune "0 1 2" "mathneuro random" "${points[@]}" "${mmlu[@]}" "${c1_eval[@]}" top_k=0.15 \
+    claim1) sweep_seeds prune mmlu gsm8k_cot "0 1 2" "mathneuro random" "${points[@]}" "${mmlu[@]}" "${c1_eval[@]}" top_k=0.15 \
                   save_selection=true hydra.sweep.dir="$root/claim1" ;;
     claim45)
-      sweep "${common[@]}" "${race[@]}" eval=none top_k=0.15 seed=0,1,2 method=mathneuro save_selection=true \
-            hydra.sweep.dir="$root/claim4"
-      sweep "${common[@]}" "${mmlu[@]}" eval=none top_k=0.15 seed=0,1,2 num_samples=1,10,100 method=mathneuro \
-            save_selection=true hydra.sweep.dir="$root/claim5" ;;
-    claim2) sweep_seeds prune "0 1" wanda "${points[@]}" "${mmlu[@]}" "${c2_eval[@]}" top_k=0.15 hydra.sweep.dir="$root/claim2" ;;
+      sweep_seeds identification race - "0 1 2" mathneuro "${common[@]}" "${race[@]}" eval=none top_k=0.15 \
+            save_selection=true hydra.sweep.dir="$root/claim4"
+      if [ -f "$records/data_efficiency/amended_mmlu.jsonl.gz" ] && [ "$mode" != check ]; then
+        echo "[$(date -u +%FT%TZ)] $stage: claim 5's table is packed ($records/data_efficiency/amended_mmlu), skipped" >&2
+      else
+        sweep "${common[@]}" "${mmlu[@]}" eval=none top_k=0.15 seed=0,1,2 num_samples=1,10,100 method=mathneuro \
+              save_selection=true hydra.sweep.dir="$root/claim5"
+      fi ;;
+    claim2) sweep_seeds prune mmlu gsm8k_cot "0 1" wanda "${points[@]}" "${mmlu[@]}" "${c2_eval[@]}" top_k=0.15 hydra.sweep.dir="$root/claim2" ;;
     base6) baseline --task minerva_math eval=generalisation eval.limits.minerva_math=22 \
                     --task egsm eval=generalisation eval.limits.egsm=100 --task mathqa eval=generalisation eval.limits.mathqa=1000 \
                     --task piqa eval=generalisation eval.limits.piqa=1000 \
@@ -175,12 +175,12 @@ run_stage() {
                     --task mutual eval=generalisation eval.limits.mutual=500 \
                     --task wikitext eval=generalisation eval.limits.wikitext=15 eval.batch_size=1 eval.max_length=2048 ;;
     claim6)
-      sweep "${points[@]}" "${mmlu[@]}" "${c6_eval[@]}" top_k=0.15 seed=0,1 method=mathneuro,random \
-            hydra.sweep.dir="$root/claim6/tasks"
-      sweep "${points[@]}" "${mmlu[@]}" "${ppl_eval[@]}" top_k=0.15 seed=0,1 method=mathneuro,random \
-            hydra.sweep.dir="$root/claim6/wikitext" ;;
+      sweep_seeds generalisation mmlu minerva_math "0 1" "mathneuro random" "${points[@]}" "${mmlu[@]}" "${c6_eval[@]}" \
+            top_k=0.15 hydra.sweep.dir="$root/claim6/tasks"
+      sweep_seeds generalisation mmlu wikitext "0 1" "mathneuro random" "${points[@]}" "${mmlu[@]}" "${ppl_eval[@]}" \
+            top_k=0.15 hydra.sweep.dir="$root/claim6/wikitext" ;;
     claim3) own_baseline
-            sweep_seeds scale "0 1" mathneuro "${points[@]}" "${mmlu[@]}" "${c3_eval[@]}" intervention=scale top_k=0.05 \
+            sweep_seeds scale mmlu gsm8k_cot "0 1" mathneuro "${points[@]}" "${mmlu[@]}" "${c3_eval[@]}" intervention=scale top_k=0.05 \
                   intervention.scalar=1.1 hydra.sweep.dir="$root/claim3" ;;
   esac
 }
@@ -193,9 +193,15 @@ case $stage in
   workers)
     n=${2:-2}
     [[ $n =~ ^[1-9][0-9]*$ ]] || die "workers: N must be a positive number, got $n"
+    todo=("${@:3}")
+    [ ${#todo[@]} -gt 0 ] || todo=(all)
+    for s in "${todo[@]}"; do
+      case " ${STAGES[*]} all " in *" $s "*) ;; *) die "workers: unknown stage $s (stages: ${STAGES[*]} all)" ;; esac
+    done
     mkdir -p "$root/logs"
     for i in $(seq 1 "$n"); do
-      OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 setsid nohup nice -n 10 bash experiments/claims_amended.sh all \
+      OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 setsid nohup nice -n 10 \
+        bash -c 'for s in "$@"; do bash experiments/claims_amended.sh "$s" || exit; done' worker "${todo[@]}" \
         >> "$root/logs/worker-$i.log" 2>&1 < /dev/null &
       echo $! >> "$root/logs/workers.pid"
       echo "worker $i: pid $! (log $root/logs/worker-$i.log)" >&2

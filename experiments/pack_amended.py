@@ -26,6 +26,7 @@ finish only adds (or, for the baseline, replaces) files.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import re
@@ -231,6 +232,20 @@ def own_baseline_dir(root: Path, tasks: list[str], records: Path, machine: str |
     return root / CPU_BASELINES / machine_slug(machine)
 
 
+def packed_methods(records: Path, study: str, filter_: str, seed: int, task: str) -> set[str]:
+    """The methods with a packed point of ``study`` at that filter and draw whose records hold ``task``
+    (``-``: any point, e.g. an identification's header-only record); headers only are read."""
+    found = set()
+    for path in sorted((records / study).glob(f"*{SUFFIX}")):
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            header = json.loads(fh.readline() or "{}")
+        point = header.get("point") or {}
+        if (header.get("kind") == "point" and str(point.get("filter")) == filter_ and point.get("seed") == seed
+                and (task == "-" or task in (header.get("tasks") or {}))):
+            found.add(str(point.get("method")))
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default="/work/exp-outputs/claims_amended", help="the stages' ROOT")
@@ -239,8 +254,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--own-baseline-dir", nargs="+", metavar="TASK",
                         help="print where this machine's own unedited evaluation of TASK... goes, or nothing when "
                              "ROOT/baseline made them all on this kind of machine; pack nothing")
+    parser.add_argument("--unpacked", nargs="+", metavar="ARG",
+                        help="STUDY FILTER SEED TASK METHOD...: print the methods (comma-joined) without a packed point "
+                             "of STUDY at that filter and seed whose records hold TASK (- for any); pack nothing")
     args = parser.parse_args(argv)
     root = Path(args.root)
+    if args.unpacked:
+        if len(args.unpacked) < 5:
+            parser.error("--unpacked takes STUDY FILTER SEED TASK METHOD...")
+        study, filter_, seed, task, *methods = args.unpacked
+        done = packed_methods(Path(args.out), study, filter_, int(seed), task)
+        print(",".join(m for m in methods if m not in done))
+        return 0
     if args.own_baseline_dir:
         folder = own_baseline_dir(root, args.own_baseline_dir, Path(args.out))
         print(folder if folder is not None else "")

@@ -209,3 +209,34 @@ def test_claim_3s_points_pair_with_an_unedited_evaluation_made_on_their_own_kind
     assert sum(v["exact_match,strict-match"] for v in main.task("gsm8k").values()) == sum(GSM)
     prune = [p for p in records.read_study(out / "prune") if p.kind == "baseline"]
     assert [p.name for p in prune] == [main.name]  # the other studies: the one baseline, noted hardware included
+
+
+def test_a_stage_reruns_only_the_points_whose_records_are_not_packed(tmp_path: Path) -> None:
+    """claims_amended.sh asks pack_amended.py which methods of a draw lack a packed point (a fresh machine has
+    no run dirs): a point counts as packed only with the task asked for, so claim 6's WikiText point, packed
+    apart under a suffixed name, does not stand in for its other tasks, nor they for it."""
+    pack_amended = load_experiment("pack_amended")
+    study = tmp_path / "generalisation"
+    point = {"method": "mathneuro", "filter": "mmlu", "seed": 0, "top_k": 0.15}
+    records.write_packed(study / "mathneuro__mmlu__k0.15__prune0.0__n100__seed0.jsonl.gz",
+                         {"kind": "point", "point": point, "tasks": {"minerva_math": "math", "mathqa": "math"}}, [])
+    records.write_packed(study / "random__mmlu__k0.15__prune0.0__n100__seed0__job3.jsonl.gz",
+                         {"kind": "point", "point": {**point, "method": "random"}, "tasks": {"wikitext": "nonmath"}}, [])
+    records.write_packed(study / "baseline-abc.jsonl.gz", {"kind": "baseline", "point": point,
+                                                           "tasks": {"wikitext": "nonmath"}}, [])
+
+    def unpacked(*args: str) -> str:
+        import contextlib
+        import io
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert pack_amended.main(["--out", str(tmp_path), "--unpacked", *args]) == 0
+        return out.getvalue().strip()
+
+    assert unpacked("generalisation", "mmlu", "0", "minerva_math", "mathneuro", "random") == "random"
+    assert unpacked("generalisation", "mmlu", "0", "wikitext", "mathneuro", "random") == "mathneuro"
+    assert unpacked("generalisation", "mmlu", "1", "minerva_math", "mathneuro", "random") == "mathneuro,random"
+    assert unpacked("generalisation", "race", "0", "-", "mathneuro") == "mathneuro"  # another filter
+    assert unpacked("generalisation", "mmlu", "0", "-", "mathneuro", "random") == ""  # any task
+    assert unpacked("scale", "mmlu", "0", "gsm8k_cot", "mathneuro") == "mathneuro"  # no such study yet
