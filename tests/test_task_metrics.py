@@ -46,11 +46,15 @@ def test_a_users_tasks_groups_and_defaults(tmp_path: Path) -> None:
             filter: [{{function: take_first}}]
         """)
     _write(folder, "my_group", "group: my_group\ntask: [my_mc, my_gen]\n")
+    _write(folder, "my_fn", f"task: my_fn\noutput_type: generate_until\n{common}doc_to_text: q\ndoc_to_target: a\n"
+                            "metric_list:\n  - metric: !function scoring.my_score\n    aggregation: mean\n")
+    (folder / "scoring.py").write_text("def my_score(items):\n    return 1.0\n")
     paths = [folder]
     assert reported_metrics("my_mc", include_paths=paths) == {"acc", "acc_norm"}
     assert reported_metrics("my_gen", include_paths=paths) == {"exact_match,first", "exact_match,last", "acc,first",
                                                                "acc,last"}
     assert reported_metrics("my_tag", include_paths=paths) == {"acc", "acc_norm"}
+    assert reported_metrics("my_fn", include_paths=paths) == {"my_score"}  # lm-eval names it after the function
     assert reported_metrics("my_group", include_paths=paths) == set()  # no metric both tasks name alike
     with pytest.raises(KeyError, match="my_gne"):
         reported_metrics("my_gne", include_paths=paths)

@@ -85,7 +85,9 @@ def _metric_names(task: str, cfg: dict[str, Any]) -> set[str]:
         output_type = cfg.get("output_type", "generate_until")
         bases = list(DEFAULT_METRIC_REGISTRY.get(output_type, ()))
     else:
-        bases = [m["metric"] for m in metrics if isinstance(m, dict) and "metric" in m]
+        # a `!function module.fn` metric reads back as its path; lm-eval reports it under the function's name
+        bases = [str(m["metric"]).rsplit("/", 1)[-1].rsplit(".", 1)[-1] if "/" in str(m["metric"])
+                 or "." in str(m["metric"]) else m["metric"] for m in metrics if isinstance(m, dict) and "metric" in m]
     filters = [f.get("name", "none") for f in cfg.get("filter_list") or []] or ["none"]
     return {metric_name(str(m), str(f)) for m in bases for f in filters}
 
