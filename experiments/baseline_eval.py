@@ -107,9 +107,11 @@ def seed_task_drafts(bench, task: str, cfg, folder: Path) -> None:
 def evaluate_task(bench, task: str, cfg, folder: Path) -> None:
     """The unedited model on one task: records and metrics under ``folder``."""
     metrics = bench.baseline(cfg.eval, folder)
+    origin = bench.baseline_origin.get(bench.baseline_key(cfg.eval), {})  # who computed it (maybe read from the cache)
     write_json_atomic(folder / "metrics.json", {"task": task, "metrics": metrics, "model": bench.identity,
                                                 "eval": dataclasses.asdict(cfg.eval),
-                                                "hardware": describe_hardware(bench.model)})
+                                                "hardware": origin.get("hardware") or describe_hardware(bench.model),
+                                                **({"provenance": origin["provenance"]} if "provenance" in origin else {})})
     print(f"{task}: {json.dumps(metrics, sort_keys=True)}", flush=True)
 
 

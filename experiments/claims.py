@@ -315,27 +315,56 @@ def _machine(hardware: Mapping[str, Any] | None) -> str:
     return f"{machine_kind(hardware) or '?'}, {hardware.get('dtype') or '?'}"
 
 
-def hardware_line(tree: Mapping[str, Sequence[Packed]]) -> str:
-    """Where the records were computed: each machine (CPU or GPU, dtype) with the points, identifications
-    and unedited tasks it computed. Paired differences assume one machine; bf16 rounding differs between
-    CPUs (AMX or not), so a mix is disclosed, not hidden."""
+def _code(provenance: Mapping[str, Any] | None) -> str:
+    """A record's code: mathneuro's git commit (``+dirty`` with uncommitted changes), else its version."""
+    if not provenance:
+        return "not recorded"
+    git = provenance.get("git") or {}
+    if git.get("commit"):
+        return f"{str(git['commit'])[:10]}{'+dirty' if git.get('dirty') else ''}"
+    return f"mathneuro {provenance.get('version') or '?'} (no git checkout)"
+
+
+def _uses(tree: Mapping[str, Sequence[Packed]], of_point, of_task) -> dict[str, list[str]]:
+    """``{value: [what]}``: each point's ``of_point(header)``, each unedited task's ``of_task(header, task)``."""
     uses: dict[str, list[str]] = {}
     for study, packs in sorted(tree.items()):
         for packed in packs:
             if packed.kind == "point":
-                uses.setdefault(_machine(packed.header.get("hardware")), []).append(f"{study}/{packed.name}")
+                uses.setdefault(of_point(packed.header), []).append(f"{study}/{packed.name}")
             elif packed.kind == "baseline":
-                hardware = packed.header.get("task_hardware") or {}
                 for task in packed.header.get("tasks") or []:
-                    uses.setdefault(_machine(hardware.get(task)), []).append(f"unedited {task}")
+                    uses.setdefault(of_task(packed.header, task), []).append(f"unedited {task}")
+    return uses
+
+
+def _uses_line(title: str, uses: Mapping[str, list[str]]) -> str:
     if not uses:
-        return "Machines: no records yet."
+        return f"{title}: no records yet."
     parts = []
-    for machine, what in sorted(uses.items()):
+    for value, what in sorted(uses.items()):
         shown = sorted(set(what))
-        parts.append(f"{machine}: {len(shown)} record(s) ({', '.join(shown[:6])}{', …' if len(shown) > 6 else ''})")
-    return "Machines the records were computed on (paired differences assume one; bf16 rounding differs between " \
-           "CPUs): " + "; ".join(parts) + "."
+        parts.append(f"{value}: {len(shown)} record(s) ({', '.join(shown[:6])}{', …' if len(shown) > 6 else ''})")
+    return f"{title}: " + "; ".join(parts) + "."
+
+
+def hardware_line(tree: Mapping[str, Sequence[Packed]]) -> str:
+    """Where the records were computed: each machine (CPU or GPU, dtype) with the points, identifications
+    and unedited tasks it computed. Paired differences assume one machine; bf16 rounding differs between
+    CPUs (AMX or not), so a mix is disclosed, not hidden."""
+    uses = _uses(tree, lambda h: _machine(h.get("hardware")),
+                 lambda h, task: _machine((h.get("task_hardware") or {}).get(task)))
+    line = _uses_line("Machines the records were computed on (paired differences assume one; bf16 rounding differs "
+                      "between CPUs)", uses)
+    return "Machines: no records yet." if not uses else line
+
+
+def code_line(tree: Mapping[str, Sequence[Packed]]) -> str:
+    """Which code computed the records: mathneuro's git commit of each point and unedited task (its
+    ``provenance``), so that every number in the table can be traced to the code that made it."""
+    uses = _uses(tree, lambda h: _code(h.get("provenance")),
+                 lambda h, task: _code((h.get("task_provenance") or {}).get(task)))
+    return _uses_line("Code the records were computed with (mathneuro's git commit)", uses)
 
 
 def build(root: Path = RECORDS, *, resamples: int = RESAMPLES) -> str:
@@ -355,7 +384,7 @@ def build(root: Path = RECORDS, *, resamples: int = RESAMPLES) -> str:
         "supports / contradicts / inconclusive per the plan's rule; adjusted: Holm within each family (§6) on the "
         "contradicting side, and on the supporting side of secondary families only (a part is an intersection-union "
         "test; amendment of 2026-12-06). \"not run\": no committed records yet.", "",
-        *_verdict_lines(table), "", hardware_line(tree), "", *table, "",
+        *_verdict_lines(table), "", hardware_line(tree), "", code_line(tree), "", *table, "",
         "#### Every test (D = draws, n = examples common to every draw; up / down = examples changed each way, "
         "summed over draws)", "", *_test_rows(rows, resamples), "",
     ]

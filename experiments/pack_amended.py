@@ -184,7 +184,7 @@ def _identifications(root: Path, folder: Path) -> list[Path]:
         selection = {k: v for k, v in (result.get("selection") or {}).items() if k in SELECTION_KEPT}
         header = {"kind": "point", "study": "identification", "name": name, "point": point, "selection": selection,
                   "method_facts": result.get("method_facts"), "source": str(result.get("_job")),
-                  **({"hardware": result["hardware"]} if result.get("hardware") else {})}
+                  **{k: result[k] for k in ("hardware", "provenance") if result.get(k)}}
         folder.mkdir(parents=True, exist_ok=True)
         if (folder / f"{name}{SUFFIX}").exists():  # the first computation stays (bf16 rounding differs by machine)
             continue

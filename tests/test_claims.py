@@ -92,7 +92,7 @@ class Sim:
         return np.where(b == 1, (u >= down).astype(float), (u < up).astype(float))
 
     def point(self, study: str, seed: int, flips: dict[str, tuple[float, float]], *, ppl_ratio: float = 1.0,
-              selection: dict | None = None, **point) -> None:
+              selection: dict | None = None, header: dict | None = None, **point) -> None:
         point = {"model": claims.MODEL, "task": "gsm8k", "num_samples": 100, "seed": seed, "scalar": 0.0,
                  "intervention": "prune", **point}
         body = {}
@@ -104,8 +104,8 @@ class Sim:
             body[t] = dict(zip(self.keys(t), self.answers(t, down, up).tolist(), strict=True))
         name = "__".join(f"{k}{point[k]}" for k in ("method", "filter", "top_k", "scalar", "seed")) + \
             (f"_{point['reference']}" if point.get("reference") else "")
-        self.write(study, name, {"kind": "point", "point": point, "baseline": "baseline-sim", "selection": selection or {}},
-                   body)
+        self.write(study, name, {"kind": "point", "point": point, "baseline": "baseline-sim", "selection": selection or {},
+                                 **(header or {})}, body)
 
     def write(self, study: str, name: str, header: dict, body: dict) -> None:
         lines = []
@@ -282,4 +282,20 @@ def test_the_table_names_the_machines_its_records_were_computed_on(tmp_path: Pat
     assert "Intel(R) Xeon(R) Processor, bfloat16: 1 record(s) (unedited gsm8k_cot)" in line
     assert "not recorded: 3 record(s) (prune/methodmathneuro__filtermmlu__top_k0.15__scalar0.0__seed0, unedited mmlu, " \
            "unedited race)" in line
+    assert line in claims.build(tmp_path, resamples=100)
+
+
+def test_the_table_names_the_code_its_records_were_computed_with(tmp_path: Path) -> None:
+    """Every number traces to its code: each point's and unedited task's git commit (``provenance``)."""
+    sim = Sim(tmp_path)
+    code = {"version": "0.2.0", "git": {"commit": "0123456789abcdef", "dirty": False}}
+    sim.baseline("prune", CORE, task_provenance={"gsm8k_cot": {**code, "git": {"commit": "fedcba9876543210",
+                                                                                  "dirty": True}}})
+    sim.point("prune", 0, {"gsm8k_cot": (0.9, 0.0)}, method="mathneuro", header={"provenance": code}, **AT)
+    sim.point("prune", 0, {"gsm8k_cot": (0.0, 0.0)}, method="random", header={"provenance": {"version": "0.2.0"}}, **AT)
+    line = claims.code_line(read_tree(tmp_path))
+    assert "0123456789: 1 record(s) (prune/methodmathneuro__filtermmlu__top_k0.15__scalar0.0__seed0)" in line
+    assert "fedcba9876+dirty: 1 record(s) (unedited gsm8k_cot)" in line
+    assert "mathneuro 0.2.0 (no git checkout): 1 record(s) (prune/methodrandom__" in line
+    assert "not recorded: 2 record(s) (unedited mmlu, unedited race)" in line
     assert line in claims.build(tmp_path, resamples=100)

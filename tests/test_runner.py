@@ -495,6 +495,7 @@ def test_a_points_record_names_the_machine_its_unedited_metrics_came_from(tiny_d
                                            "eval.limit=2", "logger=none", "top_k=0.2"]))
     res = run_point(cfg, tmp_path / "here")
     assert res["baseline_hardware"] == res["hardware"]  # evaluated by this point
+    assert res["baseline_provenance"] == {k: res["provenance"][k] for k in ("version", "git", "packages")}
     bench = get_workbench(cfg)
     path = bench.cache.root / "baselines" / f"{bench.baseline_key(cfg.eval)}.json"
     data = json.loads(path.read_text())
@@ -508,7 +509,8 @@ def test_a_points_record_names_the_machine_its_unedited_metrics_came_from(tiny_d
     assert f"computed on {machine_kind(other)} (read from the cache)" in caplog.text
     path.write_text(json.dumps({k: v for k, v in data.items() if k != "hardware"}))  # an entry from before
     bench.baselines.clear()
-    assert "baseline_hardware" not in run_point(cfg, tmp_path / "older")
+    older = run_point(cfg, tmp_path / "older")
+    assert "baseline_hardware" not in older and "baseline_provenance" in older  # only what the entry records
 
 
 def test_two_workers_on_one_sweep_run_every_point_once(tiny_dir, tmp_path):

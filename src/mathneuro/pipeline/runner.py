@@ -331,9 +331,11 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
         record.extra["intervention_facts"] = ispec.facts()
         if ignored:
             record.extra["ignored_settings"] = ignored
-        baseline_hw = bench.baseline_hardware.get(bench.baseline_key(cfg.eval)) if baseline else None
-        if baseline_hw:  # where the unedited metrics came from: this point's machine, or the cache's writer
-            record.extra["baseline_hardware"] = baseline_hw
+        origin = bench.baseline_origin.get(bench.baseline_key(cfg.eval), {}) if baseline else {}
+        for what in ("hardware", "provenance"):  # who made the unedited metrics: this point, or the cache's writer
+            if origin.get(what):
+                record.extra[f"baseline_{what}"] = origin[what]
+        if baseline_hw := origin.get("hardware"):
             if machine_kind(baseline_hw) != machine_kind(record.hardware):
                 log.warning("%s: the unedited model's metrics were computed on %s (read from the cache); this point "
                             "runs on %s, so its paired differences mix two machines' rounding", output_dir,

@@ -40,6 +40,7 @@ from mathneuro.models.targets import (
     weights_fingerprint,
 )
 from mathneuro.pipeline.config import Config, ConfigError
+from mathneuro.results.provenance import provenance
 from mathneuro.statistics.cache import StatisticsCache, cached_statistics
 from mathneuro.statistics.checkpoint import DEFAULT_EVERY_S
 from mathneuro.statistics.passes import canonical_kind
@@ -87,8 +88,9 @@ class Workbench:
     used: list = field(default_factory=list)  # {dataset, kind, key, source} of each statistics lookup
     checkpoint_every_s: float = DEFAULT_EVERY_S  # seconds between checkpoints of a statistics pass
     baseline_kept: list = field(default_factory=list)  # baseline tasks read back from an earlier attempt
-    # baseline key -> the hardware that computed it (describe_hardware; {} for a cache entry older than that)
-    baseline_hardware: dict = field(default_factory=dict)
+    # baseline key -> who computed it: {"hardware": describe_hardware, "provenance": the code (version, git,
+    # packages)}; a key left out of it for a cache entry written before they were recorded
+    baseline_origin: dict = field(default_factory=dict)
     # told at once of each statistics entry a pass completed from an earlier attempt's checkpoint, so that an
     # attempt stopped before its selection is made still leaves that on the point's record
     on_resumed: Callable[[list[dict]], None] | None = None
@@ -235,7 +237,7 @@ class Workbench:
             metrics = _read_baseline(path, self.identity)
             if metrics is None or baseline_needs_drafts(eval_cfg, path):
                 return None
-            self.baseline_hardware[key] = _stored_hardware(path)
+            self.baseline_origin[key] = _stored_origin(path)
             return metrics
 
         metrics = stored()
@@ -253,11 +255,13 @@ class Workbench:
                         metrics = evaluator.evaluate(store)
                     if need_samples():
                         write_samples(samples_dir, evaluator.last_samples, evaluator.last_sample_kinds)
-                    self.baseline_hardware[key] = describe_hardware(self.model)
+                    code = provenance()
+                    self.baseline_origin[key] = {"hardware": describe_hardware(self.model),
+                                                 "provenance": {k: code[k] for k in ("version", "git", "packages")}}
                     if path is not None:
                         write_json_atomic(path, {"metrics": metrics, "model": self.identity, "eval": _plain(eval_cfg),
                                                  "drafts": {"recorded": drafts.recorded - recorded},
-                                                 "hardware": self.baseline_hardware[key]})
+                                                 **self.baseline_origin[key]})
                         remove_orphaned_temps(path)  # a killed evaluator's (we hold the baseline's lock)
                     if store is not None:
                         self.baseline_kept.extend(store.reused)
@@ -292,13 +296,14 @@ def _samples_missing(eval_cfg: Any, samples_dir: Path | None) -> bool:
     return bool(eval_cfg.log_samples and samples_dir is not None and not (samples_dir / SAMPLES_COMPLETE).exists())
 
 
-def _stored_hardware(path: Path) -> dict:
-    """The hardware a cached baseline entry was computed on ({} for an entry written before it was recorded)."""
+def _stored_origin(path: Path) -> dict:
+    """The ``hardware`` and ``provenance`` a cached baseline entry was computed with (those it records: none
+    for an entry written before they were)."""
     try:
-        hardware = json.loads(path.read_text()).get("hardware")
-    except (OSError, ValueError, AttributeError):
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
         return {}
-    return hardware if isinstance(hardware, dict) else {}
+    return {k: data[k] for k in ("hardware", "provenance") if isinstance(data, dict) and isinstance(data.get(k), dict)}
 
 
 def _read_baseline(path: Path, identity: dict) -> dict[str, float] | None:

@@ -40,7 +40,8 @@ from mathneuro.util.io import atomic_write
 SUFFIX = ".jsonl.gz"
 KINDS = ("point", "baseline", "table")
 SELECTION_KEPT = (*SELECTION_FIELDS, "num_parameters_upstream", "per_layer", "per_module")
-HEADER_FIELDS = ("metrics", "baseline_metrics", "objective", "hardware", "timings", "sample_ids_hash", "method_facts")
+HEADER_FIELDS = ("metrics", "baseline_metrics", "objective", "hardware", "timings", "sample_ids_hash", "method_facts",
+                 "provenance", "computed_elsewhere", "baseline_hardware", "baseline_provenance")
 
 
 @dataclass
@@ -196,10 +197,12 @@ def pack_baseline(task_dirs: Mapping[str, str | Path], out_dir: str | Path, *, s
     ``<task>.jsonl`` and ``metrics.json``, as ``experiments/baseline_eval.py`` writes them) as one
     baseline file named by its content; None when no task is there yet. ``task_hardware``: where
     each task was evaluated, for the tasks whose ``metrics.json`` says so, else as ``noted_hardware``
-    says (noted after the run: say how in its entries)."""
+    says (noted after the run: say how in its entries); ``task_provenance``: the code that evaluated each
+    task, where its ``metrics.json`` records it."""
     lines: list[dict] = []
     metrics: dict[str, Any] = {}
     hardware: dict[str, Any] = {}
+    code: dict[str, Any] = {}
     tasks = []
     for task, folder in sorted(task_dirs.items()):
         folder = Path(folder)
@@ -210,13 +213,15 @@ def pack_baseline(task_dirs: Mapping[str, str | Path], out_dir: str | Path, *, s
         metrics.update(written.get("metrics") or {})
         if written.get("hardware") or (noted_hardware or {}).get(task):
             hardware[task] = written.get("hardware") or noted_hardware[task]
+        if isinstance(written.get("provenance"), dict):
+            code[task] = written["provenance"]
         lines += _sample_lines(folder, [task])
     if not tasks:
         return None
     digest = hashlib.sha1("".join(_dumps(x) for x in lines).encode()).hexdigest()[:10]
     name = f"baseline-{digest}"
     header = _header("baseline", study, name, point={"model": model}, metrics=metrics, tasks=tasks,
-                     source="baseline_eval", task_hardware=hardware or None)
+                     source="baseline_eval", task_hardware=hardware or None, task_provenance=code or None)
     return write_packed(Path(out_dir) / f"{name}{SUFFIX}", header, lines)
 
 
