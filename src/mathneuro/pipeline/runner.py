@@ -19,6 +19,7 @@ from pathlib import Path
 
 from mathneuro.edit.export import export_model
 from mathneuro.edit.interventions.registry import resolve_intervention, set_foreign_settings
+from mathneuro.evaluation.decoding.batch_journal import JOURNAL_DIR, journaling
 from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_DIR, copy_records, samples_summary, write_samples
 from mathneuro.methods.registry import inapplicable_settings, resolve_method
@@ -295,8 +296,9 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
                 drafts_before = bench.draft_store().counts.copy()
                 point.evaluator.label = "edited model"
                 log.info("evaluating the edited model")
-                with point.stage("evaluation"):
-                    metrics = point.evaluator.evaluate(store)  # finished tasks kept for a next attempt
+                # finished tasks, and the generated batches of the task in progress, kept for a next attempt
+                with point.stage("evaluation"), journaling(bench.model, store.folder / JOURNAL_DIR):
+                    metrics = point.evaluator.evaluate(store)
                 drafting = bench.draft_store().counts.since(drafts_before).as_dict()  # tokens drafted, accepted
                 attempts.note("edited_tasks", list(store.reused))
                 elsewhere = computed_elsewhere(store, hardware)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from mathneuro.data.datasets import draw_samples, load_records, render, sample_ids_hash
+from mathneuro.evaluation.decoding.batch_journal import JOURNAL_DIR, journaling
 from mathneuro.evaluation.decoding.draft_seed import SeedCounts, seed_drafts
 from mathneuro.evaluation.decoding.drafts import DraftStore, attach_draft_store, baseline_needs_drafts
 from mathneuro.evaluation.evaluator import Evaluator
@@ -250,7 +251,8 @@ class Workbench:
                     evaluator = self.evaluator(eval_cfg)
                     store = (TaskStore(path.with_name(f"{key}.tasks"), f"{key}-samples{int(bool(eval_cfg.log_samples))}")
                              if path is not None else None)  # finished tasks, kept for an attempt cut short
-                    with self.draft_store().recording() as drafts:  # its answers: the drafts of later points
+                    journal = store.folder / JOURNAL_DIR if store is not None else None  # batches of a cut task
+                    with self.draft_store().recording() as drafts, journaling(self.model, journal):  # answers: drafts
                         recorded = drafts.recorded
                         metrics = evaluator.evaluate(store)
                     if need_samples():

@@ -54,6 +54,7 @@ import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
+from mathneuro.evaluation.decoding.batch_journal import batch_journal_of
 from mathneuro.evaluation.decoding.chunks import CHUNK_BATCHES, in_lm_eval_batches
 from mathneuro.evaluation.decoding.draft_lookup import DraftPlanner, RowDraft
 from mathneuro.evaluation.decoding.drafted import (
@@ -137,6 +138,9 @@ class PrefixCacheHFLM(HFLM):
         self.prefix_stats = PrefixStats()
         self._prefix_ids: list[int] | None = None
         self._prefix_cache = None
+        self._prefix_origin: list[int] | None = None  # the tokens the prefix cache was computed from (before crops)
+        self._journal_depth = 0  # >0 inside a journalled batch (its sub-batches are not journalled apart)
+        self._journal_state: dict[str, Any] | None = None  # the state the last batch read from the journal left
         self._unsupported: str | None = None
 
     # ------------------------------------------------------------------ lm-eval entry point
@@ -148,6 +152,7 @@ class PrefixCacheHFLM(HFLM):
         self.prefix_stats = PrefixStats()
         self._drop_prefix()
         self._planner = None
+        self._journal_state = None
         batch_size = self.batch_size
         if self.continuous_batching and isinstance(batch_size, int) and batch_size >= 1:
             self._slots, self.batch_size_per_gpu = batch_size, batch_size * CHUNK_BATCHES
@@ -234,7 +239,58 @@ class PrefixCacheHFLM(HFLM):
         self.prefix_stats.last_token_requests += sum(len(m) for _, m in groups)
 
     def _drop_prefix(self) -> None:
-        self._prefix_ids, self._prefix_cache = None, None
+        self._prefix_ids, self._prefix_cache, self._prefix_origin = None, None, None
+
+    # ------------------------------------------------------------------ the batch journal
+    def _decoding_state(self) -> dict[str, Any]:
+        """What this batch leaves to the next one of the call: the planner's counts, the prefix cache's tokens."""
+        return {"planner": copy.deepcopy(self._planner.counts) if self._planner is not None else None,
+                "prefix_origin": list(self._prefix_origin) if self._prefix_origin is not None else None,
+                "prefix_len": len(self._prefix_ids) if self._prefix_ids is not None else 0}
+
+    def _restore_decoding_state(self, state: dict[str, Any]) -> None:
+        """Rebuild the state the journalled batches left: the planner, and the prefix cache computed as they
+        computed it (from the same tokens, then cropped), so the next batch's numbers are an uninterrupted run's."""
+        counts = state.get("planner")
+        if counts is None:
+            self._planner = None
+        else:
+            self._planner = DraftPlanner(token_cost(self.model), self.draft_tokens,
+                                         max_pass_tokens=max_logit_positions(self.model))
+            self._planner.counts = {kind: list(pair) for kind, pair in counts.items()}
+        self._drop_prefix()
+        origin, kept = state.get("prefix_origin"), int(state.get("prefix_len") or 0)
+        if origin:
+            plen, cache = self._prefix_for(list(origin))
+            if cache is not None and kept < plen:
+                cache.crop(kept - plen)
+                self._prefix_ids = list(origin)[:kept]
+
+    def _model_generate(self, context: torch.Tensor, max_length: int, stop: list[str],
+                        **generation_kwargs: Any) -> torch.Tensor:
+        """One of lm-eval's batches; with a batch journal on the model (:mod:`..batch_journal`), answered from it
+        when an earlier attempt kept it, else decoded and kept."""
+        journal = batch_journal_of(self.model) if self._journal_depth == 0 else None
+        key = None
+        if journal is not None:
+            settings = {k: v for k, v in generation_kwargs.items() if k != "attention_mask"}
+            key = journal.key(context, generation_kwargs.get("attention_mask"), max_length, stop, settings)
+        if key is not None:
+            kept = journal.get(key)
+            if kept is not None:
+                tokens, self._journal_state = kept
+                return tokens.to(context.device)
+        if self._journal_state is not None:  # the first batch to decode after kept ones
+            state, self._journal_state = self._journal_state, None
+            self._restore_decoding_state(state)
+        self._journal_depth += 1
+        try:
+            out = self._decode_batch(context, max_length, stop, **generation_kwargs)
+        finally:
+            self._journal_depth -= 1
+        if key is not None:
+            journal.put(key, out, self._decoding_state())
+        return out
 
     def _in_lm_eval_batches(self, context: torch.Tensor, max_length: int, stop: list[str],
                             generation_kwargs: dict[str, Any]) -> torch.Tensor:
@@ -246,8 +302,8 @@ class PrefixCacheHFLM(HFLM):
         finally:
             self._slots = slots
 
-    def _model_generate(self, context: torch.Tensor, max_length: int, stop: list[str],
-                        **generation_kwargs: Any) -> torch.Tensor:
+    def _decode_batch(self, context: torch.Tensor, max_length: int, stop: list[str],
+                      **generation_kwargs: Any) -> torch.Tensor:
         mask = generation_kwargs.get("attention_mask")
         chunk = self._slots is not None and context.shape[0] > self._slots  # more rows than decode at once
         reason = self._why_not_cached(context, mask, max_length)
@@ -326,7 +382,7 @@ class PrefixCacheHFLM(HFLM):
             self._mark_unsupported(f"the model returned no expandable cache ({type(cache).__name__})")
             return 0, None
         self.prefix_stats.prefix_computations += 1
-        self._prefix_ids, self._prefix_cache = list(prefix), cache
+        self._prefix_ids, self._prefix_cache, self._prefix_origin = list(prefix), cache, list(prefix)
         return len(prefix), cache
 
     def _generate_from_prefix(self, context: torch.Tensor, context_mask: torch.Tensor, rows: list[list[int]],
