@@ -31,8 +31,9 @@
 #   drafts    a fresh machine or cache: the unedited model's answers to GSM8K, MATH and EGSM back into the cache as the
 #             drafts of later points, from the records under $ROOT/baseline (restore them from
 #             experiments/records/amended_baseline_raw first); no model pass
-#   keep      before a sitting ends: the finished tasks of every unfinished point (their .partial folders, kept as each
-#             task completes) -> experiments/records/amended_partial/partial.tar.gz, to commit
+#   keep      before a sitting ends: the finished tasks and generated batches of every unfinished point (their .partial
+#             folders) -> experiments/records/amended_partial/partial.tar.gz, and those of unedited evaluations in
+#             progress (the caches' baselines/*.tasks) -> amended_partial/baseline_tasks.tar.gz, to commit
 #   restore   a sitting on a fresh machine, first: the unedited model's raw records and the kept partial points back
 #             under $ROOT (a resumed point evaluates only its unfinished tasks), then `drafts`
 #   pack      (pack --no-table: claim 5's table as it is) pack every finished point and the baseline into experiments/records/amended_<claim>/ (then: make claims)
@@ -222,6 +223,15 @@ case $stage in
           --exclude='.*.lock' -C "$root" baseline_cpu
       echo "kept $root/baseline_cpu -> $records/amended_baseline_raw/baseline_cpu.tar.gz" >&2
     fi
+    # unedited evaluations in progress (claim 3's own baseline): their finished tasks and generated batches, in the caches
+    mapfile -t tasks < <([ -d "$cache" ] && cd "$cache" && find . -path '*/baselines/*.tasks' -type d -prune | sort)
+    if [ ${#tasks[@]} -gt 0 ]; then
+      tar czf "$records/amended_partial/baseline_tasks.tar.gz" --sort=name --owner=0 --group=0 --mtime=@0 \
+          -C "$cache" "${tasks[@]}"
+      echo "kept ${#tasks[@]} unedited evaluation(s) in progress -> $records/amended_partial/baseline_tasks.tar.gz" >&2
+    else
+      rm -f "$records/amended_partial/baseline_tasks.tar.gz"
+    fi
     if [ ${#files[@]} -eq 0 ]; then rm -f "$records/amended_partial/partial.tar.gz"; echo "no unfinished point" >&2
     else
       tar czf "$records/amended_partial/partial.tar.gz" --sort=name --owner=0 --group=0 --mtime=@0 -C "$root" "${files[@]}"
@@ -230,6 +240,9 @@ case $stage in
   restore)
     mkdir -p "$root"
     for t in experiments/records/amended_baseline_raw/*.tar.gz; do tar xzf "$t" -C "$root" --skip-old-files; done
+    if [ -f "$records/amended_partial/baseline_tasks.tar.gz" ]; then  # unedited evaluations in progress
+      mkdir -p "$cache" && tar xzf "$records/amended_partial/baseline_tasks.tar.gz" -C "$cache" --skip-old-files
+    fi
     if [ -f "$records/amended_partial/partial.tar.gz" ]; then
       tar xzf "$records/amended_partial/partial.tar.gz" -C "$root" --skip-old-files
       # a kept point resumes only on the kind of CPU that began it (bf16 rounds differently elsewhere): say so now

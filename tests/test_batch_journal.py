@@ -162,3 +162,13 @@ def test_a_point_cut_inside_a_generation_task_resumes_at_the_batch_it_was_in(tin
     assert len(decoded) == 1  # the edited model's second batch (the baseline is cached)
     assert again["metrics"] == whole["metrics"] and responses("cut") == responses("whole")
     assert again["attempts"] == 2 and not (tmp_path / "cut" / "point" / PARTIAL_DIR).exists()
+
+
+def test_batches_read_back_from_another_kind_of_machine_are_counted(tmp_path):
+    out = torch.tensor([[1, 2, 3, 4]])
+    BatchJournal(tmp_path, "AMD EPYC (avx512_bf16)").put("k1", out, {})
+    BatchJournal(tmp_path, "Xeon (amx_bf16)").put("k2", out, {})
+    BatchJournal(tmp_path).put("k3", out, {})  # nothing said where
+    here = BatchJournal(tmp_path, "Xeon (amx_bf16)")
+    assert all(torch.equal(here.get(k)[0], out) for k in ("k1", "k2", "k3"))
+    assert here.reused == 3 and here.elsewhere == {"AMD EPYC (avx512_bf16)": 1, "an unrecorded machine": 1}

@@ -297,11 +297,14 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
                 point.evaluator.label = "edited model"
                 log.info("evaluating the edited model")
                 # finished tasks, and the generated batches of the task in progress, kept for a next attempt
-                with point.stage("evaluation"), journaling(bench.model, store.folder / JOURNAL_DIR):
+                with point.stage("evaluation"), journaling(bench.model, store.folder / JOURNAL_DIR,
+                                                           machine_kind(hardware)) as journal:
                     metrics = point.evaluator.evaluate(store)
                 drafting = bench.draft_store().counts.since(drafts_before).as_dict()  # tokens drafted, accepted
                 attempts.note("edited_tasks", list(store.reused))
                 elsewhere = computed_elsewhere(store, hardware)
+                if journal is not None and journal.elsewhere:  # a task resumed from batches decoded elsewhere
+                    elsewhere["generated batches"] = ", ".join(f"{m} ({n})" for m, n in sorted(journal.elsewhere.items()))
                 for task, machine in elsewhere.items():
                     log.warning("%s: %s was read back from an earlier attempt on %s; this attempt runs on %s, "
                                 "so its scores carry the other machine's rounding", output_dir, task, machine,

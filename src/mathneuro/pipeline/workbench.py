@@ -32,7 +32,7 @@ from mathneuro.methods.reference import remember_size, size_key
 from mathneuro.methods.registry import MethodInputs, resolve_method
 from mathneuro.methods.selection import Selection
 from mathneuro.models import load_model, model_identity
-from mathneuro.models.devices import describe_hardware
+from mathneuro.models.devices import describe_hardware, machine_kind
 from mathneuro.models.targets import (
     DEFAULT_PATTERN,
     find_mlp_activations,
@@ -252,9 +252,13 @@ class Workbench:
                     store = (TaskStore(path.with_name(f"{key}.tasks"), f"{key}-samples{int(bool(eval_cfg.log_samples))}")
                              if path is not None else None)  # finished tasks, kept for an attempt cut short
                     journal = store.folder / JOURNAL_DIR if store is not None else None  # batches of a cut task
-                    with self.draft_store().recording() as drafts, journaling(self.model, journal):  # answers: drafts
-                        recorded = drafts.recorded
+                    here = machine_kind(describe_hardware(self.model))
+                    with self.draft_store().recording() as drafts, journaling(self.model, journal, here) as kept:
+                        recorded = drafts.recorded  # its answers: the drafts of later points
                         metrics = evaluator.evaluate(store)
+                    if kept is not None and kept.elsewhere:
+                        log.warning("the unedited model's evaluation read back generated batches another kind of "
+                                    "machine decoded (%s); this is %s", kept.elsewhere, here)
                     if need_samples():
                         write_samples(samples_dir, evaluator.last_samples, evaluator.last_sample_kinds)
                     code = provenance()

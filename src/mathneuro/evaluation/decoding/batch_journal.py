@@ -52,10 +52,12 @@ def _tensor_digest(h: Any, tensor: torch.Tensor | None) -> None:
 class BatchJournal:
     """Generated batches (token ids and the decoding state after them) under ``folder``, one JSON file each."""
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, machine: str = "") -> None:
         self.folder = Path(folder)
+        self.machine = machine  # the kind of machine decoding now, written into each entry
         self.reused = 0  # batches answered from the journal by this object
         self.written = 0
+        self.elsewhere: dict[str, int] = {}  # batches read back that another kind of machine decoded, by machine
 
     def key(self, context: torch.Tensor, mask: torch.Tensor | None, max_length: int, stop: Sequence[str],
             settings: Mapping[str, Any]) -> str | None:
@@ -87,12 +89,16 @@ class BatchJournal:
                 raise ValueError("its tokens do not match their checksum")
             out = torch.tensor(tokens, dtype=torch.long).reshape(shape)
             state = data.get("state") or {}
+            there = str(data.get("machine") or "")
         except Exception as exc:  # noqa: BLE001 - truncated or foreign: decode the batch again
             reason = " ".join(str(exc).split()) or type(exc).__name__
             log.warning("batch journal: entry %s is damaged or does not match (%s); decoding that batch again",
                         path, reason)
             return None
         self.reused += 1
+        if there != self.machine:
+            key_ = there or "an unrecorded machine"
+            self.elsewhere[key_] = self.elsewhere.get(key_, 0) + 1
         return out, state
 
     def put(self, key: str, output: torch.Tensor, state: Mapping[str, Any]) -> None:
@@ -102,7 +108,7 @@ class BatchJournal:
         self.folder.mkdir(parents=True, exist_ok=True)
         write_json_atomic(self._path(key), {"version": JOURNAL_VERSION, "key": key, "shape": shape, "tokens": tokens,
                                             "sha256": hashlib.sha256(json.dumps([shape, tokens]).encode()).hexdigest(),
-                                            "state": dict(state)})
+                                            "state": dict(state), "machine": self.machine})
         self.written += 1
 
 
@@ -112,14 +118,16 @@ def batch_journal_of(model: torch.nn.Module) -> BatchJournal | None:
 
 
 @contextlib.contextmanager
-def journaling(model: torch.nn.Module, folder: str | Path | None) -> Iterator[BatchJournal | None]:
+def journaling(model: torch.nn.Module, folder: str | Path | None, machine: str = "") -> Iterator[BatchJournal | None]:
     """Within: every ``PrefixCacheHFLM`` wrapping ``model`` keeps its generated batches under ``folder``
-    (None: no journal) and answers the batches kept there by an earlier attempt."""
+    (None: no journal) and answers the batches kept there by an earlier attempt; ``machine`` (the kind of
+    machine decoding, ``machine_kind``) is written into each entry, and batches read back from another
+    kind are counted in the journal's ``elsewhere``."""
     if folder is None:
         yield None
         return
     previous = _JOURNALS.get(model)
-    journal = _JOURNALS[model] = BatchJournal(folder)
+    journal = _JOURNALS[model] = BatchJournal(folder, machine)
     try:
         yield journal
     finally:
