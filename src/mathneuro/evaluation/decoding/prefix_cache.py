@@ -3,7 +3,7 @@
 Generation (``generate_until``) shares the few-shot prefix of a batch; log-likelihood
 (``_loglikelihood_tokens``) shares the context of a multiple-choice question among its choices,
 and scores one-token continuations from the last position only
-(see :meth:`PrefixCacheHFLM._loglikelihood_tokens`).
+(:mod:`~mathneuro.evaluation.decoding.loglikelihood_sharing`).
 
 Every request of a few-shot generation task starts with the same exemplars (about 800 of the
 ~900 prompt tokens of ``gsm8k_cot``). Plain ``HFLM`` runs them again for every request. Here each
@@ -47,12 +47,10 @@ import contextlib
 import copy
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from lm_eval.models.huggingface import HFLM
-from tqdm import tqdm
 
 from mathneuro.evaluation.decoding.batch_journal import batch_journal_of
 from mathneuro.evaluation.decoding.chunks import CHUNK_BATCHES, in_lm_eval_batches
@@ -66,9 +64,9 @@ from mathneuro.evaluation.decoding.drafted import (
 from mathneuro.evaluation.decoding.drafts import DraftCounts, draft_settings, draft_store_of
 from mathneuro.evaluation.decoding.gqa_attention import grouped_query_attention
 from mathneuro.evaluation.decoding.greedy_search import is_plain_greedy, on_where_exact, prompt_lookup_on
-from mathneuro.evaluation.decoding.shared_context import score_shared_context, shared_context_groups
+from mathneuro.evaluation.decoding.loglikelihood_sharing import SharedContextScoring
+from mathneuro.evaluation.decoding.prefix_stats import PrefixStats
 from mathneuro.evaluation.generation import cache_kwarg, generation_eos_ids, last_logit_only, returned_cache
-from mathneuro.evaluation.last_token import one_token_groups, score_last_tokens
 from mathneuro.evaluation.stop_watch import StopWatch
 
 log = logging.getLogger(__name__)
@@ -89,28 +87,7 @@ def shared_prefix_length(rows: Sequence[Sequence[int]]) -> int:
     return n
 
 
-@dataclass
-class PrefixStats:
-    """What the prefix cache did during the last ``generate_until`` call."""
-
-    batches: int = 0  # batches lm-eval formed
-    cached_batches: int = 0  # ... that continued from a shared-prefix cache
-    prefix_computations: int = 0  # prefix forward passes (once per distinct prefix, not per batch)
-    prefix_tokens_skipped: int = 0  # prompt tokens not recomputed: sum over cached batches of (rows - 1) * P
-    greedy_batches: int = 0  # batches decoded by the row-dropping greedy loop (others: model.generate)
-    shared_contexts: int = 0  # log-likelihood: contexts run once for all of their (multi-token) continuations
-    context_tokens_skipped: int = 0  # log-likelihood: context tokens not recomputed, sum of (requests - 1) * C
-    last_token_contexts: int = 0  # log-likelihood: distinct contexts of one-token requests, last position only
-    last_token_requests: int = 0  # ... and the one-token requests they answered
-    greedy_passes: int = 0  # model passes of the greedy loop (one per generated token without drafts)
-    drafted_rows: int = 0  # greedy rows decoded with a draft (the unedited model's answer)
-    lookup_rows: int = 0  # greedy rows without one, drafted by lookup in their prompt and own tokens
-    tokens_drafted: int = 0  # draft tokens fed to be verified
-    tokens_accepted: int = 0  # ... that were the model's own greedy tokens
-    rows_joined: int = 0  # greedy rows that joined rows already decoding, in a slot another row freed
-
-
-class PrefixCacheHFLM(HFLM):
+class PrefixCacheHFLM(SharedContextScoring, HFLM):
     """``HFLM`` whose ``generate_until`` runs a batch's shared token prefix once and continues each request from it.
 
     Build it like ``HFLM`` (``pretrained=model, tokenizer=tok, batch_size=8``); ``min_prefix_tokens``
@@ -162,81 +139,6 @@ class PrefixCacheHFLM(HFLM):
         finally:
             self._slots, self.batch_size_per_gpu = None, batch_size
             self._drop_prefix()
-
-    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
-        """lm-eval's ``_loglikelihood_tokens``, computed with less repeated work and memory.
-
-        - Requests sharing one context with multi-token continuations (the choices of RACE, with
-          its ~1,000-token article) run the context once: one forward pass over it, then every
-          continuation but its last token in one batch that continues from the context's cache.
-        - Requests whose continuation is one token (MMLU's answer letters) run each distinct
-          context once, left-padded in batches of ``batch_size``, and keep the last position's
-          logits only, where lm-eval keeps every position's (``batch x length x vocabulary``).
-
-        The log-probabilities and greedy flags are lm-eval's up to floating-point rounding. The
-        rest (contexts shared by no other or shorter than ``min_prefix_tokens``, truncated
-        requests, ``batch_size="auto"`` for one-token requests, models that cannot take a cache or
-        left padding) take lm-eval's path.
-        """
-        with grouped_query_attention(self.model):
-            return self._loglikelihood_in_parts(requests, disable_tqdm, override_bs)
-
-    def _loglikelihood_in_parts(self, requests, disable_tqdm: bool, override_bs: int | None):
-        self.prefix_stats = PrefixStats()
-        answers: list[tuple[float, bool] | None] = [None] * len(requests)
-        shared = shared_context_groups(requests, self.min_prefix_tokens, self.max_length)
-        longest = max((len(c) + len(requests[i][2]) for c, m in shared.items() for i in m), default=0)
-        if shared and self._model_reason(longest) is None and not self._score_shared(requests, shared, answers):
-            # the model gave no expandable cache: lm-eval's path for everything
-            return super()._loglikelihood_tokens(requests, disable_tqdm=disable_tqdm, override_bs=override_bs)
-        self._score_one_token(requests, answers, disable_tqdm)
-        rest = [i for i, answer in enumerate(answers) if answer is None]
-        if rest:
-            plain = super()._loglikelihood_tokens([requests[i] for i in rest], disable_tqdm=disable_tqdm,
-                                                  override_bs=override_bs)
-            for i, answer in zip(rest, plain, strict=True):
-                answers[i] = answer
-        return answers
-
-    def _answer(self, requests, answers: list, index: int, answer: tuple[float, bool]) -> None:
-        answers[index] = answer
-        if requests[index][0] is not None:
-            self.cache_hook.add_partial("loglikelihood", requests[index][0], answer)
-
-    def _score_shared(self, requests, shared: dict[tuple[int, ...], list[int]], answers: list) -> bool:
-        """Score the shared-context groups into ``answers``; False if the model returned no expandable cache."""
-        for context, members in shared.items():
-            scored = score_shared_context(self.model, list(context), [requests[i][2] for i in members],
-                                          pad_id=self._pad_id(), softmax_dtype=self.softmax_dtype,
-                                          autocast=self._autocast)
-            if scored is None:
-                self._mark_unsupported("the model returned no expandable cache")
-                return False
-            for i, answer in zip(members, scored, strict=True):
-                self._answer(requests, answers, i, answer)
-            self.prefix_stats.shared_contexts += 1
-            self.prefix_stats.context_tokens_skipped += (len(members) - 1) * len(context)
-        return True
-
-    def _score_one_token(self, requests, answers: list, disable_tqdm: bool) -> None:
-        """Score the unanswered one-token requests into ``answers`` from each context's last position."""
-        if not isinstance(self.batch_size, int):  # "auto": lm-eval sizes its own batches
-            return
-        open_ = [i for i, answer in enumerate(answers) if answer is None]
-        groups = [(context, [open_[j] for j in members]) for context, members
-                  in one_token_groups([requests[i] for i in open_], self.max_length).items()]
-        if not groups or self._model_reason(max(len(c) for c, _ in groups) + 1) is not None:
-            return
-        with tqdm(total=sum(len(m) for _, m in groups), disable=disable_tqdm or self.rank != 0,
-                  desc="Running loglikelihood requests (last position)") as bar:
-            for g, scored in score_last_tokens(self.model, [(c, [requests[i][2][0] for i in m]) for c, m in groups],
-                                               pad_id=self._pad_id(), batch_size=self.batch_size,
-                                               softmax_dtype=self.softmax_dtype, autocast=self._autocast):
-                for i, answer in zip(groups[g][1], scored, strict=True):
-                    self._answer(requests, answers, i, answer)
-                bar.update(len(scored))
-        self.prefix_stats.last_token_contexts += len(groups)
-        self.prefix_stats.last_token_requests += sum(len(m) for _, m in groups)
 
     def _drop_prefix(self) -> None:
         self._prefix_ids, self._prefix_cache, self._prefix_origin = None, None, None
