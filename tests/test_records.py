@@ -73,6 +73,46 @@ def test_perplexity_pairs_survive_from_lm_eval_to_the_packed_file(tmp_path: Path
                     "bits_per_byte": [-120.5, 200.0], "flag": 1}
 
 
+def _run(root: Path, name: str, seed: int, task_rows: dict[str, list[dict]], **fields) -> None:
+    """A run dir evaluated without its own baseline (eval.baseline=false) on ``task_rows``' tasks."""
+    job = root / name
+    (job / ".hydra").mkdir(parents=True)
+    for task, rows in task_rows.items():
+        write_records(job / "samples", task, rows)
+    point = {"model": "tiny", "task": "gsm8k", "filter": "mmlu", "method": "mathneuro", "top_k": 0.15,
+             "intervention": "prune", "scalar": 0.0, "seed": seed, "num_samples": 100}
+    result = {"status": "complete", "point": point,
+              "metrics": {f"nonmath/{t}/acc": 0.5 for t in task_rows},
+              "samples": {"dir": "samples", "tasks": {t: "nonmath" for t in task_rows}}, **fields}
+    (job / "results.json").write_text(json.dumps(result))
+
+
+def test_a_point_evaluated_in_two_runs_over_different_tasks_packs_as_one_record(tmp_path: Path) -> None:
+    """claims_amended.sh's claim 6: the generalisation tasks in one sweep, WikiText in another, one record per point
+    (claims.py pairs one record per draw); a run repeating a task stays apart, under a short name."""
+    ppl = [{"doc_id": 0, "word_perplexity": [-120.5, 40.0]}]
+    acc = [{"doc_id": i, "acc": float(i % 2)} for i in range(4)]
+    _run(tmp_path / "tasks", "a" * 200, 0, {"piqa": acc, "hellaswag": acc},
+         hardware={"cpu": "x"}, provenance={"commit": "1"})
+    _run(tmp_path / "ppl", "b" * 200, 0, {"wikitext": ppl}, hardware={"cpu": "x"}, provenance={"commit": "2"})
+    _run(tmp_path / "ppl", "c" * 200, 1, {"wikitext": ppl})
+    _run(tmp_path / "again", "d" * 200, 1, {"wikitext": ppl})  # draw 1's WikiText once more
+    written = records.pack_sweep([tmp_path / "tasks", tmp_path / "ppl", tmp_path / "again"], tmp_path / "rec",
+                                 study="generalisation", baseline="baseline-x")
+    study = {p.name: p for p in records.read_study(tmp_path / "rec")}
+    assert len(written) == 3 and all(len(p.name) < 120 for p in written)
+    draw0 = study["mathneuro__mmlu__k0.15__prune0.0__n100__seed0"]
+    assert set(draw0.examples) == {"piqa", "hellaswag", "wikitext"} and draw0.header["baseline"] == "baseline-x"
+    assert draw0.header["tasks"] == {"piqa": "nonmath", "hellaswag": "nonmath", "wikitext": "nonmath"}
+    assert set(draw0.header["metrics"]) == {"nonmath/piqa/acc", "nonmath/hellaswag/acc", "nonmath/wikitext/acc"}
+    assert [(r["tasks"], r["provenance"]) for r in draw0.header["runs"]] == [
+        (["hellaswag", "piqa"], {"commit": "1"}), (["wikitext"], {"commit": "2"})]
+    assert draw0.task("wikitext") == {0: {"word_perplexity": [-120.5, 40.0]}}
+    draw1 = sorted(n for n in study if "seed1" in n)
+    assert draw1[0] == "mathneuro__mmlu__k0.15__prune0.0__n100__seed1" and "runs" not in study[draw1[0]].header
+    assert len(draw1) == 2 and draw1[1].startswith(draw1[0] + "__")
+
+
 def test_tables_and_bad_files(tmp_path: Path) -> None:
     csv_path = tmp_path / "data_efficiency.csv"
     csv_path.write_text("model,num_samples,a_in_b_mean,note\nq,1,0.25,\nq,100,0.9,x\n")

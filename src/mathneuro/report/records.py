@@ -146,18 +146,77 @@ def _header(kind: str, study: str, name: str, **fields: Any) -> dict:
     return {"kind": kind, "study": study, "name": name, **{k: v for k, v in fields.items() if v is not None}}
 
 
+RUN_FIELDS = ("source", "tasks", "hardware", "provenance", "timings", "computed_elsewhere", "sample_ids_hash")
+
+
+@dataclass
+class _Run:
+    """One complete run dir of a point, ready to pack."""
+
+    result: dict
+    recs: Any  # PointRecords
+    baseline: str | None
+
+    @property
+    def tasks(self) -> set[str]:
+        return set(self.recs.tasks)
+
+
+def _buckets(runs: list[_Run]) -> list[list[_Run]]:
+    """Runs of one point grouped into records: runs over disjoint tasks paired with the same baseline
+    join one record (a point evaluated on more tasks in a later run); a run repeating a task is kept apart."""
+    buckets: list[list[_Run]] = []
+    for run in runs:
+        home = next((b for b in buckets if b[0].baseline == run.baseline
+                     and not any(run.tasks & other.tasks for other in b)), None)
+        if home is None:
+            buckets.append([run])
+        else:
+            home.append(run)
+    return buckets
+
+
+def _point_header(study: str, name: str, runs: list[_Run]) -> dict:
+    """The header of a record made of one run, or of several over disjoint tasks: the first run's fields,
+    every run's tasks and metrics, and (for several) ``runs``: each run's source, tasks, machine and code."""
+    first = runs[0].result
+    selection = {k: v for k, v in (first.get("selection") or {}).items() if k in SELECTION_KEPT}
+    fields = {k: first.get(k) for k in HEADER_FIELDS}
+    tasks: dict[str, Any] = {}
+    for run in runs:
+        tasks.update(run.recs.tasks)
+    if len(runs) > 1:
+        for key in ("metrics", "baseline_metrics"):
+            merged: dict[str, Any] = {}
+            for run in runs:
+                merged.update(run.result.get(key) or {})
+            fields[key] = merged or None
+        elsewhere = [run.result.get("computed_elsewhere") for run in runs if run.result.get("computed_elsewhere")]
+        fields["computed_elsewhere"] = elsewhere[0] if len(elsewhere) == 1 else (elsewhere or None)
+        fields["runs"] = [{k: v for k, v in {**{f: run.result.get(f) for f in RUN_FIELDS},
+                                             "source": str(run.result.get("_job")),
+                                             "tasks": sorted(run.recs.tasks)}.items() if v is not None}
+                          for run in runs]
+    return _header("point", study, name, point=first.get("point"), selection=selection, tasks=tasks,
+                   baseline=runs[0].baseline, source=str(first.get("_job")), **fields)
+
+
 def pack_sweep(sources: str | Path | Iterable[str | Path], out_dir: str | Path, *, study: str,
                baseline: str | None = None, include: Callable[[dict], bool] | None = None) -> list[Path]:
     """Pack every complete point with per-example records of the sweep(s) into ``out_dir`` (the
     study's folder): one file per point and one per distinct baseline (named by its content).
     ``baseline`` names the packed baseline of points evaluated without their own
     (``eval.baseline=false``; see :func:`pack_baseline`); ``include(result)``: which points to pack
-    (default all), e.g. those of one machine when each machine's points pair with their own baseline."""
+    (default all), e.g. those of one machine when each machine's points pair with their own baseline.
+
+    A point evaluated in several runs over different tasks (WikiText in a sweep of its own, a task added
+    later) packs as one file holding every task, its header listing the runs (``runs``); two runs of one
+    point over the same task are packed apart, the later named ``<point>__<hash of its run dir>``."""
     sources = [sources] if isinstance(sources, (str, Path)) else list(sources)
     out = Path(out_dir)
     written: list[Path] = []
-    fresh: set[str] = set()
     baselines: dict[Path, str] = {}
+    by_name: dict[str, list[_Run]] = {}
     for source in sources:
         complete, _missing = load_results(source)
         for result in sorted(complete, key=lambda r: str(r.get("_job"))):
@@ -179,15 +238,15 @@ def pack_sweep(sources: str | Path | Iterable[str | Path], out_dir: str | Path, 
                                      tasks=recs.tasks, source=recs.baseline_dir.name)
                     written.append(write_packed(out / f"{baselines[key]}{SUFFIX}", header, lines))
                 base_name = baselines[key]
-            name = point_name(result.get("point") or {})
-            if name in fresh:  # two runs of one point in these sources: keep both, apart
-                name = f"{name}__{_safe(result.get('_job'))}"
-            fresh.add(name)
-            selection = {k: v for k, v in (result.get("selection") or {}).items() if k in SELECTION_KEPT}
-            header = _header("point", study, name, point=result.get("point"), selection=selection,
-                             tasks=recs.tasks, baseline=base_name, source=str(result.get("_job")),
-                             **{k: result.get(k) for k in HEADER_FIELDS})
-            written.append(write_packed(out / f"{name}{SUFFIX}", header, _sample_lines(recs.samples_dir, recs.tasks)))
+            by_name.setdefault(point_name(result.get("point") or {}), []).append(_Run(result, recs, base_name))
+    for name, runs in by_name.items():
+        for i, bucket in enumerate(_buckets(runs)):
+            stem = name
+            if i:  # a repeated run of the point: apart, under a short name of its run dir(s)
+                jobs = "\n".join(str(run.result.get("_job")) for run in bucket)
+                stem = f"{name}__{hashlib.sha1(jobs.encode()).hexdigest()[:10]}"
+            lines = [line for run in bucket for line in _sample_lines(run.recs.samples_dir, run.recs.tasks)]
+            written.append(write_packed(out / f"{stem}{SUFFIX}", _point_header(study, stem, bucket), lines))
     return written
 
 
