@@ -299,3 +299,46 @@ def test_the_table_names_the_code_its_records_were_computed_with(tmp_path: Path)
     assert "mathneuro 0.2.0 (no git checkout): 1 record(s) (prune/methodrandom__" in line
     assert "not recorded: 2 record(s) (unedited mmlu, unedited race)" in line
     assert line in claims.build(tmp_path, resamples=100)
+
+
+def _commit(root: Path, message: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message],
+                   check=True)
+
+
+def test_a_record_committed_before_the_governing_amendment_is_named(tmp_path: Path) -> None:
+    """experiments/plan_precedes_records.py reads the order from git: plan, amendment, then records."""
+    import subprocess
+
+    check = load_experiment("plan_precedes_records")
+    root = tmp_path / "repo"
+    (root / "experiments" / "records" / "prune").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    plan = root / "experiments" / "ANALYSIS_PLAN.md"
+    plan.write_text("# Plan\n\n## Amendments\n\n- **2026-12-05** (no governed result existed). A change.\n")
+    early = root / "experiments" / "records" / "prune" / "early.jsonl.gz"
+    early.write_bytes(b"x")
+    _commit(root, "plan, and a record too early")
+    plan.write_text(plan.read_text() + "- **2026-12-06: the plan fitted** (before any run). Sizes.\n")
+    _commit(root, "amendment")
+    (root / "experiments" / "records" / "prune" / "late.jsonl.gz").write_bytes(b"y")
+    _commit(root, "a record")
+    assert check.has_history(root)
+    lines, bad = check.check("2026-12-06", root)
+    assert bad == ["experiments/records/prune/early.jsonl.gz"]
+    assert [line.split(":")[0] for line in lines[:2]] == ["amendment 2026-12-05 '(no governed result existed). A change.'",
+                                                          "amendment 2026-12-06 'the plan fitted'"]
+    assert any("late.jsonl.gz" in line and "BEFORE" not in line for line in lines)
+    with pytest.raises(ValueError, match="2026-12-09"):
+        check.check("2026-12-09", root)
+
+
+def test_every_committed_record_of_this_repository_follows_the_amendment_of_2026_12_06() -> None:
+    check = load_experiment("plan_precedes_records")
+    if not check.has_history():
+        pytest.skip("no full git history (a shallow clone or an export)")
+    _lines, bad = check.check("2026-12-06")
+    assert bad == []
