@@ -6,7 +6,9 @@ A study is a folder ``<root>/<study>/`` (``experiments/records/`` in this reposi
 - ``{"kind": "point", "study", "name", "point": {model, task, filter, method, top_k, intervention,
   scalar, seed, num_samples[, reference, share]}, "metrics", "baseline_metrics", "selection": {counts,
   fractions, per_layer, per_module}, "objective", "hardware", "timings", "sample_ids_hash",
-  "tasks": {task: side}, "baseline": <name of the baseline file>, "source": <run dir>}``
+  "tasks": {task: side}, "baseline": <name of the baseline file>, "source": <run dir>, "provenance",
+  "computed_elsewhere"[, "runs": [{source, tasks, hardware, provenance, timings, ...}]]}``: ``runs`` where
+  the point's tasks were evaluated in several runs (its metrics are all of theirs; the other fields the first's)
 - ``{"kind": "baseline", ...}``: the unedited model's records that points name; ``{"kind": "table",
   ...}``: rows of a table (e.g. ``data_efficiency.csv``), one per line.
 - examples: ``{"task", "doc_id"[, "subtask"], <metric>: number | [number, number], ...}``: numbers
