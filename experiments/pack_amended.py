@@ -112,7 +112,10 @@ def _pack_by_machine(root: Path, folder: Path, study: str, sources: list[Path], 
         mine = [r for r in results if str(_point_machine(r)) == machine]
         dirs = by_machine.get(machine, {})
         needed = sorted({t for r in mine if (recs := point_records(r)) is not None for t in recs.tasks})
-        missing = [t for t in needed if t not in dirs]
+        # a group's subtasks (mmlu_anatomy, minerva_math_algebra) are in its folder, beside the pooled group file
+        within = {p.stem for d in dirs.values() for p in d.glob("*.jsonl")}
+        missing = [t for t in needed if t not in dirs and t not in within]
+        needed = [t for t in needed if t in dirs]
         if missing:
             print(f"{study}: {len(mine)} point(s) computed on {machine} not packed: no unedited evaluation of "
                   f"{', '.join(missing)} made on that kind of CPU (claims_amended.sh claim3 makes it first)",

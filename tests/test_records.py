@@ -220,6 +220,7 @@ def test_claim_3s_points_pair_with_an_unedited_evaluation_made_on_their_own_kind
             (folder / task / ("race.jsonl" if task == "gsm8k" else "gsm8k.jsonl")).unlink()
             (folder / task / "metrics.json").write_text(json.dumps({"metrics": {}, **({"hardware": hardware}
                                                                                        if hardware else {})}))
+        (folder / "race" / "race_high.jsonl").write_text((folder / "race" / "race.jsonl").read_text())  # a subtask
 
     baseline(root / "baseline", GSM, RACE, None)  # made before the hardware field: noted
     (out / "amended_baseline_raw").mkdir(parents=True)
@@ -233,6 +234,9 @@ def test_claim_3s_points_pair_with_an_unedited_evaluation_made_on_their_own_kind
                     intervention="scale", scalar=1.1)
         result = json.loads((root / "claim3" / job / "results.json").read_text())
         result["hardware"] = hardware
+        result["samples"]["tasks"]["race_high"] = "nonmath"  # lm-eval's subtask of a group, in the group's folder
+        (root / "claim3" / job / "samples" / "race_high.jsonl").write_text(
+            (root / "claim3" / job / "samples" / "race.jsonl").read_text())
         if seed == 3:  # resumed on the Xeon from an attempt on the EPYC that had finished its RACE
             result["computed_elsewhere"] = {"race": "AMD EPYC"}
         (root / "claim3" / job / "results.json").write_text(json.dumps(result))
@@ -253,8 +257,8 @@ def test_claim_3s_points_pair_with_an_unedited_evaluation_made_on_their_own_kind
 
 def test_a_stage_reruns_only_the_points_whose_records_are_not_packed(tmp_path: Path) -> None:
     """claims_amended.sh asks pack_amended.py which methods of a draw lack a packed point (a fresh machine has
-    no run dirs): a point counts as packed only with the task asked for, so claim 6's WikiText point, packed
-    apart under a suffixed name, does not stand in for its other tasks, nor they for it."""
+    no run dirs): a point counts as packed only with the task asked for, so claim 6's WikiText run does not stand
+    in for its point's other tasks, nor they for it (a record made before the runs were packed as one)."""
     pack_amended = load_experiment("pack_amended")
     study = tmp_path / "generalisation"
     point = {"method": "mathneuro", "filter": "mmlu", "seed": 0, "top_k": 0.15}
