@@ -309,6 +309,7 @@ def _commit(root: Path, message: str) -> None:
                    check=True)
 
 
+@pytest.mark.integration  # git in a subprocess
 def test_a_record_committed_before_the_governing_amendment_is_named(tmp_path: Path) -> None:
     """experiments/plan_precedes_records.py reads the order from git: plan, amendment, then records."""
     import subprocess
@@ -336,6 +337,7 @@ def test_a_record_committed_before_the_governing_amendment_is_named(tmp_path: Pa
         check.check("2026-12-09", root)
 
 
+@pytest.mark.integration  # git in a subprocess
 def test_every_committed_record_of_this_repository_follows_the_amendment_of_2026_12_06() -> None:
     check = load_experiment("plan_precedes_records")
     if not check.has_history():

@@ -73,7 +73,7 @@ def test_perplexity_pairs_survive_from_lm_eval_to_the_packed_file(tmp_path: Path
                     "bits_per_byte": [-120.5, 200.0], "flag": 1}
 
 
-def _run(root: Path, name: str, seed: int, task_rows: dict[str, list[dict]], **fields) -> None:
+def _run_dir(root: Path, name: str, seed: int, task_rows: dict[str, list[dict]], **fields) -> None:
     """A run dir evaluated without its own baseline (eval.baseline=false) on ``task_rows``' tasks."""
     job = root / name
     (job / ".hydra").mkdir(parents=True)
@@ -92,11 +92,11 @@ def test_a_point_evaluated_in_two_runs_over_different_tasks_packs_as_one_record(
     (claims.py pairs one record per draw); a run repeating a task stays apart, under a short name."""
     ppl = [{"doc_id": 0, "word_perplexity": [-120.5, 40.0]}]
     acc = [{"doc_id": i, "acc": float(i % 2)} for i in range(4)]
-    _run(tmp_path / "tasks", "a" * 200, 0, {"piqa": acc, "hellaswag": acc},
+    _run_dir(tmp_path / "tasks", "a" * 200, 0, {"piqa": acc, "hellaswag": acc},
          hardware={"cpu": "x"}, provenance={"commit": "1"})
-    _run(tmp_path / "ppl", "b" * 200, 0, {"wikitext": ppl}, hardware={"cpu": "x"}, provenance={"commit": "2"})
-    _run(tmp_path / "ppl", "c" * 200, 1, {"wikitext": ppl})
-    _run(tmp_path / "again", "d" * 200, 1, {"wikitext": ppl})  # draw 1's WikiText once more
+    _run_dir(tmp_path / "ppl", "b" * 200, 0, {"wikitext": ppl}, hardware={"cpu": "x"}, provenance={"commit": "2"})
+    _run_dir(tmp_path / "ppl", "c" * 200, 1, {"wikitext": ppl})
+    _run_dir(tmp_path / "again", "d" * 200, 1, {"wikitext": ppl})  # draw 1's WikiText once more
     written = records.pack_sweep([tmp_path / "tasks", tmp_path / "ppl", tmp_path / "again"], tmp_path / "rec",
                                  study="generalisation", baseline="baseline-x")
     study = {p.name: p for p in records.read_study(tmp_path / "rec")}
