@@ -93,7 +93,7 @@ def test_a_point_evaluated_in_two_runs_over_different_tasks_packs_as_one_record(
     ppl = [{"doc_id": 0, "word_perplexity": [-120.5, 40.0]}]
     acc = [{"doc_id": i, "acc": float(i % 2)} for i in range(4)]
     _run_dir(tmp_path / "tasks", "a" * 200, 0, {"piqa": acc, "hellaswag": acc},
-         hardware={"cpu": "x"}, provenance={"commit": "1"})
+             hardware={"cpu": "x"}, provenance={"commit": "1"})
     _run_dir(tmp_path / "ppl", "b" * 200, 0, {"wikitext": ppl}, hardware={"cpu": "x"}, provenance={"commit": "2"})
     _run_dir(tmp_path / "ppl", "c" * 200, 1, {"wikitext": ppl})
     _run_dir(tmp_path / "again", "d" * 200, 1, {"wikitext": ppl})  # draw 1's WikiText once more

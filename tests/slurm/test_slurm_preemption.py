@@ -124,7 +124,8 @@ def test_a_point_requeued_mid_identification_and_mid_evaluation_resumes_and_comp
     gate.mkdir()
     # SIGTERM lets the pass run on until SIGKILL: it must outlast KillWait and the test's own calls to squeue
     # and scontrol (slow on a loaded machine) with room to spare even where the load has just dropped: from the
-    # first checkpoint to SIGKILL took 4 s in one CI run and over 6 s in another (the pass then finished unkilled)
+    # first checkpoint to SIGKILL took about 4 s in one run here and over 6 s in a clean-clone CI run (whose pass
+    # then finished unkilled, leaving nothing to resume)
     num_samples = samples_outlasting(20, fastest_batch_s, least_batches=64)
     proc = start_sweep(slurm_cluster, [*launcher_args(slurm_cluster.partition),
                                        *point_args(medium_model, cache, sweep, num_samples), "baseline=false"],

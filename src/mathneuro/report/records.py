@@ -148,7 +148,7 @@ def _header(kind: str, study: str, name: str, **fields: Any) -> dict:
     return {"kind": kind, "study": study, "name": name, **{k: v for k, v in fields.items() if v is not None}}
 
 
-RUN_FIELDS = ("source", "tasks", "hardware", "provenance", "timings", "computed_elsewhere", "sample_ids_hash")
+RUN_FIELDS = ("hardware", "provenance", "timings", "computed_elsewhere", "sample_ids_hash")  # each run's, in ``runs``
 
 
 @dataclass
@@ -193,11 +193,12 @@ def _point_header(study: str, name: str, runs: list[_Run]) -> dict:
             for run in runs:
                 merged.update(run.result.get(key) or {})
             fields[key] = merged or None
-        elsewhere = [run.result.get("computed_elsewhere") for run in runs if run.result.get("computed_elsewhere")]
-        fields["computed_elsewhere"] = elsewhere[0] if len(elsewhere) == 1 else (elsewhere or None)
-        fields["runs"] = [{k: v for k, v in {**{f: run.result.get(f) for f in RUN_FIELDS},
-                                             "source": str(run.result.get("_job")),
-                                             "tasks": sorted(run.recs.tasks)}.items() if v is not None}
+        elsewhere: dict[str, Any] = {}
+        for run in runs:
+            elsewhere.update(run.result.get("computed_elsewhere") or {})
+        fields["computed_elsewhere"] = elsewhere or None
+        fields["runs"] = [{"source": str(run.result.get("_job")), "tasks": sorted(run.recs.tasks),
+                           **{f: run.result[f] for f in RUN_FIELDS if run.result.get(f) is not None}}
                           for run in runs]
     return _header("point", study, name, point=first.get("point"), selection=selection, tasks=tasks,
                    baseline=runs[0].baseline, source=str(first.get("_job")), **fields)
