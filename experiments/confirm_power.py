@@ -23,16 +23,28 @@ plan's sittings (``studies/claims_amended.md``; see ``COSTS``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from statistics import NormalDist
+from typing import NamedTuple
 
 import numpy as np
-from confirm_examples import SIZES  # the fresh examples' sizes: one source for the lists and the power
 
 from mathneuro.report.inference import hierarchical_bootstrap
 from mathneuro.report.records import read_study
 
+
+def _sibling(name: str):
+    """Another script of experiments/ as a module (the folder is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SIZES = _sibling("confirm_examples").SIZES  # the fresh examples' sizes: one source for the lists and the power
 RECORDS = Path(__file__).resolve().parent / "records"
 Z = NormalDist()
 Z975, Z95 = Z.inv_cdf(0.975), Z.inv_cdf(0.95)
@@ -57,8 +69,7 @@ COSTS = {"gsm8k_undrafted": 9.4, "gsm8k_drafted_pruned": 3.5, "race": 3.3, "mmlu
 EPYC_AVX2_FACTOR = 6.0
 
 
-@dataclass
-class Components:
+class Components(NamedTuple):
     """Variance components of a paired difference and the committed sizes they were estimated at."""
 
     mean: float
@@ -94,6 +105,12 @@ def components(d: np.ndarray, seed: int = 0) -> Components:
                       float(ms_res), n, n_draws, float(boot.std(ddof=1)))
 
 
+@lru_cache(maxsize=8)
+def _study(records: Path, study: str) -> list:
+    """A study's committed records, read once (several tests read the same study)."""
+    return read_study(records / study)
+
+
 def _order(key) -> tuple:
     """Example keys in file order: doc ids numerically, ``(subtask, doc_id)`` by subtask then id."""
     return (key[0], key[1]) if isinstance(key, tuple) else ("", key)
@@ -106,7 +123,7 @@ def _examples(packed, task: str, metric: str) -> dict:
 def paired(records: Path, study: str, edited: str, reference: str, task: str, metric: str,
            seeds: tuple[int, ...]) -> np.ndarray:
     """``[draws, n]`` differences of a study's committed points (reference ``baseline``: its baseline file)."""
-    packs = read_study(records / study)
+    packs = _study(records, study)
     base = {p.name: p for p in packs if p.kind == "baseline"}
     rows_e, rows_r = [], []
     for seed in seeds:
@@ -141,7 +158,7 @@ def power_below(truth: float, t: float, se: float, se_t: float = 0.0) -> float:
 
 def accuracy(records: Path, study: str, method: str, task: str, metric: str, seeds: tuple[int, ...]) -> np.ndarray:
     """``[draws, n]`` of one method's own scores (its examples common to every draw)."""
-    packs = read_study(records / study)
+    packs = _study(records, study)
     rows = [_examples(next(p for p in packs if p.kind == "point" and p.name.startswith(f"{method}__")
                            and p.name.endswith(f"__seed{s}")), task, metric) for s in seeds]
     keys = sorted(set.intersection(*(set(r) for r in rows)), key=_order)
@@ -150,7 +167,7 @@ def accuracy(records: Path, study: str, method: str, task: str, metric: str, see
 
 def baseline_accuracy(records: Path, study: str, task: str, metric: str, n: int) -> float:
     """The unedited model's mean on the first n examples of the study's newest baseline holding the task."""
-    packs = [p for p in read_study(records / study) if p.kind == "baseline" and task in p.examples]
+    packs = [p for p in _study(records, study) if p.kind == "baseline" and task in p.examples]
     values = [float(v[metric]) for k, v in sorted(packs[-1].examples[task].items(), key=lambda kv: _order(kv[0])) if metric in v]
     return float(np.mean(values[:n]))
 
@@ -184,7 +201,7 @@ def tests(records: Path = RECORDS) -> list[dict]:
                          power=power_equivalence(0.05, s, c.mean),
                          truth=f"{c.mean:+.3f} (committed); {power_equivalence(0.05, s):.2f} at 0"))
     c = components(paired(records, "generalisation", "mathneuro", "baseline", "minerva_math", "math_verify", (0, 1)))
-    pts = [p for p in read_study(records / "generalisation") if p.kind == "baseline"]
+    pts = [p for p in _study(records, "generalisation") if p.kind == "baseline"]
     keys = set(map(str, paired_keys(records)))
     u = float(np.mean([float(v["math_verify"]) for k, v in pts[-1].examples["minerva_math"].items()
                        if str(k) in keys]))
@@ -200,7 +217,7 @@ def tests(records: Path = RECORDS) -> list[dict]:
 
 def paired_keys(records: Path) -> list:
     """The MATH examples test 6d was judged on in the amended plan (claim 6's points, draws 0-1)."""
-    packs = read_study(records / "generalisation")
+    packs = _study(records, "generalisation")
     sets_ = [set(p.examples.get("minerva_math", {})) for p in packs if p.kind == "point" and p.name.startswith("mathneuro__")]
     return sorted(set.intersection(*sets_), key=_order)
 

@@ -34,8 +34,8 @@ import sys
 from pathlib import Path
 
 import torch
-from pack_amended import MODEL, this_machine  # experiments/ is this script's folder
 
+from mathneuro.methods.selection import NEURON_PREFIX
 from mathneuro.report.efficiency import efficiency_table, write_efficiency_csv
 from mathneuro.report.overlap import load_selection_file
 from mathneuro.report.records import (
@@ -49,6 +49,19 @@ from mathneuro.report.records import (
 )
 from mathneuro.report.sweep import load_results
 
+
+def _sibling(name: str):
+    """Another script of experiments/ as a module (the folder is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_amended = _sibling("pack_amended")
+MODEL, this_machine = _amended.MODEL, _amended.this_machine
 HERE = Path(__file__).resolve().parent
 AMENDMENT = "2026-12-07-confirmatory"
 #: comparison groups: the stages whose records are compared with each other, hence run on one kind
@@ -136,10 +149,21 @@ def _identifications(root: Path, folder: Path) -> list[Path]:
     return written
 
 
-def _members(stored, name: str) -> set[int] | None:
-    """A selection entry's members as flat indices (masks: set positions; ``neurons::`` entries: indices)."""
-    flat = stored[name].reshape(-1)
-    return set((flat.nonzero().reshape(-1) if flat.dtype == torch.bool else flat).tolist())
+def matrix_counts(sa, sb, name: str) -> tuple[int, int, int]:
+    """``(size in a, size in b, intersection)`` of one entry of two saved selections (masks: set positions, as
+    0/1 of the weight's shape; ``neurons::`` entries: index lists); an entry one selection lacks is empty there."""
+    a = sa[name] if name in sa else None
+    b = sb[name] if name in sb else None
+    if name.startswith(NEURON_PREFIX):
+        a = a.reshape(-1) if a is not None else torch.empty(0, dtype=torch.int64)
+        b = b.reshape(-1) if b is not None else torch.empty(0, dtype=torch.int64)
+        return a.unique().numel(), b.unique().numel(), int(torch.isin(a.unique(), b.unique()).sum())
+    a = a.bool() if a is not None else None
+    b = b.bool() if b is not None else None
+    size_a = int(a.sum()) if a is not None else 0
+    size_b = int(b.sum()) if b is not None else 0
+    inter = int((a & b).sum()) if a is not None and b is not None else 0
+    return size_a, size_b, inter
 
 
 def pair_rows(selections: dict[tuple[int, int], Path]) -> list[dict]:
@@ -158,10 +182,9 @@ def pair_rows(selections: dict[tuple[int, int], Path]) -> list[dict]:
             ha = hashlib.sha256(selections[(n, a)].read_bytes()).hexdigest()
             hb = hashlib.sha256(selections[(n, b)].read_bytes()).hexdigest()
             for name in sorted(set(sa) | set(sb)):
-                ma = _members(sa, name) if name in sa else set()
-                mb = _members(sb, name) if name in sb else set()
-                rows.append({"num_samples": n, "seed_a": a, "seed_b": b, "matrix": name, "size_a": len(ma),
-                             "size_b": len(mb), "intersection": len(ma & mb), "sha256_a": ha, "sha256_b": hb})
+                size_a, size_b, inter = matrix_counts(sa, sb, name)
+                rows.append({"num_samples": n, "seed_a": a, "seed_b": b, "matrix": name, "size_a": size_a,
+                             "size_b": size_b, "intersection": inter, "sha256_a": ha, "sha256_b": hb})
     return rows
 
 

@@ -271,9 +271,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="the confirmatory amendment of 2026-12-07: power from the committed records, CPU-hours")
     args = parser.parse_args(argv)
     if args.confirmatory:
-        from confirm_power import report as confirmatory  # experiments/ is this script's folder
+        import importlib.util
 
-        sys.stdout.write(confirmatory())
+        spec = importlib.util.spec_from_file_location("confirm_power", Path(__file__).resolve().parent / "confirm_power.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.stdout.write(module.report())
         return 0
     sys.stdout.write(amended(Path(args.root)) if args.amended else report(Path(args.root)))
     return 0
