@@ -17,6 +17,7 @@
 #   data      build $ROOT/data: a data folder whose test files hold only the fresh examples, in their committed order
 #   drafts    a fresh machine or cache: the unedited answers (GSM8K, MATH) back into the cache as drafts; no model pass
 #   pack      finished points, baselines, identifications, claim 5's per-matrix counts -> experiments/records/confirm/
+#             (every stage also packs when it finishes; commit records/confirm/ then)
 #   keep      before a sitting ends: unfinished points (.partial), unedited evaluations in progress and the raw
 #             baseline records -> experiments/records/confirm_keep/, to commit
 #   restore   a fresh machine, first: what `keep` kept back under $ROOT and $CACHE, then `drafts`
@@ -153,7 +154,10 @@ case $stage in
 print('this machine:', this_machine())" >&2 ;;
   data) build_data; echo "$fresh" ;;
   all) for s in "${STAGES[@]}"; do mode=check run_stage "$s"; done
-       for s in "${STAGES[@]}"; do mode=run run_stage "$s"; done ;;
+       for s in "${STAGES[@]}"; do
+         mode=run run_stage "$s"
+         "$py" experiments/pack_confirm.py pack --root "$root" --out "$records" >/dev/null
+       done ;;
   pack) "$py" experiments/pack_confirm.py pack --root "$root" --out "$records" ;;
   drafts) [ -d "$root/base1/gsm8k_cot" ] || die "no $root/base1/gsm8k_cot: restore first"
           build_data; mode=run run_stage drafts ;;
@@ -202,5 +206,8 @@ print('this machine:', this_machine())" >&2 ;;
     build_data
     if [ -d "$root/base1/gsm8k_cot" ]; then mode=run run_stage drafts; fi
     echo "restored under $root and $cache" >&2 ;;
-  *) mode=check run_stage "$stage"; mode=run run_stage "$stage" ;;
+  *) mode=check run_stage "$stage"; mode=run run_stage "$stage"
+     # the stage's finished points -> experiments/records/confirm/ (commit them as the stage finishes)
+     "$py" experiments/pack_confirm.py pack --root "$root" --out "$records" >/dev/null
+     echo "[$(date -u +%FT%TZ)] $stage: done and packed into $records/confirm (commit it)" >&2 ;;
 esac
