@@ -110,3 +110,30 @@ def test_claim5_pair_rows_count_each_matrix_and_hash_each_selection(tmp_path):
     assert len(files) == 2 and all(len(r["sha256_a"]) == 64 for r in files)
     by = {r["matrix"]: (r["size_a"], r["size_b"], r["intersection"]) for r in rows if r["matrix"] != "<file>"}
     assert by == {"m.weight": (2, 2, 1), "neurons::act": (2, 2, 1)}
+
+
+def test_pack_puts_a_groups_baseline_and_points_together_under_records_confirm(tmp_path):
+    """base1 + claim1 -> records/confirm/prune: one unedited evaluation, every point paired with it; nothing of the
+    amended plan's folders is touched."""
+    from mathneuro.report import records
+    from tests.test_paired import GSM, RACE, lose, write_point
+
+    pack = load_experiment("pack_confirm")
+    root, out = tmp_path / "root", tmp_path / "records"
+    for task, values in (("gsm8k", GSM), ("race", RACE)):
+        folder = root / "base1" / task
+        folder.mkdir(parents=True)
+        (folder / f"{task}.jsonl").write_text("".join(json.dumps({"doc_id": i, "acc": v, "exact_match,strict-match": v})
+                                                      + "\n" for i, v in enumerate(values)))
+        (folder / "metrics.json").write_text(json.dumps({"metrics": {f"x/{task}/acc": 0.5}}))
+    write_point(root / "claim1", "0", "mathneuro", 100, {"gsm": lose(GSM, 10), "race": lose(RACE, 2)})
+    write_point(root / "claim1", "1", "random", 100, {"gsm": lose(GSM, 1), "race": RACE})
+    written = pack.pack(root, out)
+    assert written and all(p.parent == out / "confirm" / "prune" for p in written)
+    study = {p.name: p for p in records.read_study(out / "confirm" / "prune")}
+    (base,) = [p for p in study.values() if p.kind == "baseline"]
+    points = [p for p in study.values() if p.kind == "point"]
+    assert len(points) == 2 and all(p.header["baseline"] == base.name for p in points)
+    assert {p.point["seed"] for p in points} == {100}
+    assert sorted(d.name for d in out.iterdir()) == ["confirm"]
+    assert pack.pack(root, out) == written  # deterministic: packing again writes the same files
