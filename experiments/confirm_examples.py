@@ -8,7 +8,8 @@ ANALYSIS_PLAN.md, amendment of 2026-12-07 (confirmatory). For each evaluated set
 articles, each MMLU subject's test questions, each MATH subject's test problems) the *used* examples are the
 doc ids of that set in every committed record under ``experiments/records/`` (packed ``*.jsonl.gz`` and the raw
 baseline tarballs); the *fresh* ones are all others. They are sorted by their index in the file, shuffled with
-``random.Random(f"{SEED}:{set}")`` and the first ``SIZES[set]`` are chosen. The list is a choice made before
+``random.Random(f"{SEED}:{set}")`` and the first ``SIZES[set]`` are chosen. The amendment's own records
+(``records/confirm*/``) are not "committed records" here: their doc ids index the fresh lists. The list is a choice made before
 any run (nothing about the model is read), so it is committed with the amendment.
 
 ``build`` writes a folder laid out like ``../shared/data`` whose test files hold the chosen examples in the
@@ -68,13 +69,19 @@ def _sample_ids(lines, task: str | None, used: dict) -> None:
             used.setdefault((row.get("task", task), row.get("subtask")), set()).add(int(row["doc_id"]))
 
 
+def _earlier(records: Path, pattern: str) -> list[Path]:
+    """The record files of the earlier plans: this amendment's own (``confirm*/``, whose doc ids index the fresh
+    lists, not the files) are left out, so the lists stay the same after its records are committed."""
+    return [p for p in sorted(records.glob(pattern)) if not p.relative_to(records).parts[0].startswith("confirm")]
+
+
 def used_ids(records: Path = RECORDS) -> dict[tuple[str, str | None], set[int]]:
     """``{(task, subtask): doc ids}`` over every committed record: packed files and raw baseline tarballs."""
     used: dict = {}
-    for path in sorted(records.glob("**/*.jsonl.gz")):
+    for path in _earlier(records, "**/*.jsonl.gz"):
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             _sample_ids(list(fh)[1:], None, used)
-    for path in sorted(records.glob("**/*.tar.gz")):
+    for path in _earlier(records, "**/*.tar.gz"):
         with tarfile.open(path) as tar:
             for member in tar.getmembers():
                 name = Path(member.name)

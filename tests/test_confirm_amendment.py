@@ -137,3 +137,15 @@ def test_pack_puts_a_groups_baseline_and_points_together_under_records_confirm(t
     assert {p.point["seed"] for p in points} == {100}
     assert sorted(d.name for d in out.iterdir()) == ["confirm"]
     assert pack.pack(root, out) == written  # deterministic: packing again writes the same files
+
+
+def test_the_amendments_own_records_do_not_change_the_lists(tmp_path):
+    """Records under records/confirm*/ index the fresh lists, not the files: they are not 'used' examples."""
+    examples = load_experiment("confirm_examples")
+    from mathneuro.report import records
+
+    records.write_packed(tmp_path / "confirm" / "prune" / "p.jsonl.gz", {"kind": "point", "name": "p"},
+                         [{"task": "gsm8k_cot", "doc_id": 3, "acc": 1}])
+    records.write_packed(tmp_path / "prune" / "q.jsonl.gz", {"kind": "point", "name": "q"},
+                         [{"task": "gsm8k_cot", "doc_id": 7, "acc": 1}])
+    assert examples.used_ids(tmp_path) == {("gsm8k_cot", None): {7}}
