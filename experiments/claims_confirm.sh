@@ -20,14 +20,15 @@
 #             (every stage also packs when it finishes; commit records/confirm/ then)
 #   keep      before a sitting ends: unfinished points (.partial), unedited evaluations in progress and the raw
 #             baseline records -> experiments/records/confirm_keep/, to commit
-#   restore   a fresh machine, first: what `keep` kept back under $ROOT and $CACHE, then `drafts`
+#   restore   a fresh machine, first: what `keep` kept back under $ROOT and $CACHE (then run `drafts`)
 #   workers [N [STAGE...]] N (2) background workers, one thread each, running the stages (default `all`) in order
 #   stop      end the workers started by `workers`
 # One machine kind: before a stage runs, experiments/pack_confirm.py records this machine's kind (CPU model and
 # bf16-kernel flags) or refuses (exit 2) if the stage's comparisons began on another kind. CONFIRM_NEW_KIND=1
 # restarts that stage's comparison group (base1+claim1, claim45, base6d+claim6d) on this kind instead.
 # Environment (defaults): MODEL (qwen2_5_coder_1_5b) MODELS (/root/.cache/mathneuro-models) DATA (../shared/data)
-#   ROOT (/work/exp-outputs/claims_confirm) CACHE (/work/exp-cache/confirm) DTYPE (bfloat16) CONFIRM_NEW_KIND (unset)
+#   ROOT (/work/exp-outputs/claims_confirm) CACHE (/work/exp-cache/confirm; one subfolder per machine kind)
+#   DTYPE (bfloat16) CONFIRM_NEW_KIND (unset)
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
@@ -42,7 +43,7 @@ model=${MODEL:-qwen2_5_coder_1_5b}
 models=${MODELS:-/root/.cache/mathneuro-models}
 weights="$models/qwen2.5-coder-1.5b/model.gguf"
 root=${ROOT:-/work/exp-outputs/claims_confirm}
-cache=${CACHE:-/work/exp-cache/confirm}
+cache_root=${CACHE:-/work/exp-cache/confirm}
 records=${RECORDS:-experiments/records}
 DTYPE=${DTYPE:-bfloat16}
 SEEDS="100 101 102 103"
@@ -54,6 +55,13 @@ need_files "$data" gsm8k/train.jsonl gsm8k/test.jsonl race/validation_high.jsonl
 case $root in "$PWD"/* | [!/]*) die "ROOT=$root lies inside the repository: run dirs stay outside it" ;; esac
 identification_sets "$data"
 fresh="$root/data"
+# one cache per machine kind: statistics, the unedited model's answers and drafts made on one kind are never read
+# on another (bf16 rounds differently), so a group restarted on a new kind computes everything again
+case $stage in
+  plan | check | data | pack | keep | restore | stop | workers) cache="$cache_root/plan" ;;
+  *) cache="$cache_root/$("$py" -c "import sys; sys.path.insert(0, 'experiments'); import pack_confirm as p
+print(p._slug(p.this_machine()))")" ;;
+esac
 
 model_src=(model.name_or_path="$weights")
 if [ ! -f "$weights" ]; then
@@ -193,19 +201,18 @@ print('this machine:', this_machine())" >&2 ;;
     for p in "${kept[@]}"; do files+=("$p/.partial"); [ -f "$root/$p/.attempts.json" ] && files+=("$p/.attempts.json"); done
     if [ ${#files[@]} -eq 0 ]; then rm -f "$keep_dir/partial.tar.gz"; echo "no unfinished point" >&2
     else tar czf "$keep_dir/partial.tar.gz" --sort=name --owner=0 --group=0 --mtime=@0 -C "$root" "${files[@]}"; fi
-    mapfile -t tasks < <([ -d "$cache" ] && cd "$cache" && find . -path '*/baselines/*.tasks' -type d -prune | sort)
-    if [ ${#tasks[@]} -gt 0 ]; then
-      tar czf "$keep_dir/baseline_tasks.tar.gz" --sort=name --owner=0 --group=0 --mtime=@0 -C "$cache" "${tasks[@]}"
+    mapfile -t tasks < <([ -d "$cache_root" ] && cd "$cache_root" && find . -path '*/baselines/*.tasks' -type d -prune | sort)
+    if [ ${#tasks[@]} -gt 0 ]; then  # under each kind's own cache folder, where restore puts them back
+      tar czf "$keep_dir/baseline_tasks.tar.gz" --sort=name --owner=0 --group=0 --mtime=@0 -C "$cache_root" "${tasks[@]}"
     else rm -f "$keep_dir/baseline_tasks.tar.gz"; fi
     echo "kept -> $keep_dir (commit it with the records)" >&2 ;;
   restore)
-    mkdir -p "$root" "$cache"
+    mkdir -p "$root" "$cache_root"
     [ -f "$keep_dir/baseline_raw.tar.gz" ] && tar xzf "$keep_dir/baseline_raw.tar.gz" -C "$root" --skip-old-files
     [ -f "$keep_dir/partial.tar.gz" ] && tar xzf "$keep_dir/partial.tar.gz" -C "$root" --skip-old-files
-    [ -f "$keep_dir/baseline_tasks.tar.gz" ] && tar xzf "$keep_dir/baseline_tasks.tar.gz" -C "$cache" --skip-old-files
+    [ -f "$keep_dir/baseline_tasks.tar.gz" ] && tar xzf "$keep_dir/baseline_tasks.tar.gz" -C "$cache_root" --skip-old-files
     build_data
-    if [ -d "$root/base1/gsm8k_cot" ]; then mode=run run_stage drafts; fi
-    echo "restored under $root and $cache" >&2 ;;
+    echo "restored under $root and $cache_root; next: bash experiments/claims_confirm.sh drafts" >&2 ;;
   *) mode=check run_stage "$stage"; mode=run run_stage "$stage"
      # the stage's finished points -> experiments/records/confirm/ (commit them as the stage finishes)
      "$py" experiments/pack_confirm.py pack --root "$root" --out "$records" >/dev/null
