@@ -1,6 +1,8 @@
 """The power note of experiments/ANALYSIS_PLAN.md: what difference each planned size can detect.
 
     .venv/bin/python experiments/plan_power.py            # markdown tables on stdout
+    .venv/bin/python experiments/plan_power.py --amended  # the amendment of 2026-12-06
+    .venv/bin/python experiments/plan_power.py --confirmatory  # the confirmatory amendment (experiments/confirm_power.py)
 
 Inputs are the committed pilot results of issue 16 on Qwen2.5-Coder-1.5B
 (``experiments/results/claims_1p5b/*/paired.csv`` and ``points.csv``); no per-example record of those
@@ -265,7 +267,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=str(ROOT), help="folder of the pilot results (default: %(default)s)")
     parser.add_argument("--amended", action="store_true", help="the amendment of 2026-12-06: every test at its size")
+    parser.add_argument("--confirmatory", action="store_true",
+                        help="the confirmatory amendment of 2026-12-07: power from the committed records, CPU-hours")
     args = parser.parse_args(argv)
+    if args.confirmatory:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("confirm_power", Path(__file__).resolve().parent / "confirm_power.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.stdout.write(module.report())
+        return 0
     sys.stdout.write(amended(Path(args.root)) if args.amended else report(Path(args.root)))
     return 0
 

@@ -1,0 +1,151 @@
+"""The confirmatory amendment of ANALYSIS_PLAN.md (issue 53): its numbers are the scripts' output, its fresh
+examples are disjoint from every committed record's, and its runner keeps every comparison on one machine kind."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from mathneuro.methods.selection import Selection
+from tests.conftest import load_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+PLAN = (ROOT / "experiments" / "ANALYSIS_PLAN.md").read_text()
+LISTS = json.loads((ROOT / "experiments" / "confirm" / "examples.json").read_text())
+
+
+def _between(text: str, name: str) -> str:
+    found = re.search(rf"<!-- {name}:begin -->\n(.*?)<!-- {name}:end -->", text, re.S)
+    assert found, f"ANALYSIS_PLAN.md has no {name} block"
+    return found.group(1)
+
+
+def _block() -> dict:
+    return json.loads(_between(PLAN, "confirmatory").strip().removeprefix("```json").removesuffix("```"))
+
+
+def test_the_amendments_power_and_cpu_hours_are_plan_powers_output():
+    """The tables the amendment quotes are `plan_power.py --confirmatory`'s output on the committed records."""
+    power = load_experiment("confirm_power")
+    assert _between(PLAN, "confirm-power") == power.report()
+
+
+def test_fresh_examples_are_disjoint_from_every_committed_records_examples():
+    examples = load_experiment("confirm_examples")
+    used = examples.used_ids(ROOT / "experiments" / "records")
+    assert used[("gsm8k_cot", None)] and used[("race", None)]  # the records were read
+    for name, entry in LISTS["sets"].items():
+        chosen = entry["chosen"]
+        taken = used.get((entry["task"], entry["subtask"]), set())
+        assert not set(chosen) & taken, f"{name}: a chosen example was used by a committed record"
+        assert len(set(chosen)) == len(chosen) == examples.SIZES[name.split("/")[0]]
+        assert all(0 <= i < entry["n"] for i in chosen)
+        assert entry["used"] == len(taken) and entry["fresh"] == entry["n"] - len(taken)
+    # every MMLU subject and MATH subject the records hold has its list
+    assert {s for (t, s) in used if t in ("mmlu", "minerva_math") and s} <= {e["subtask"] for e in LISTS["sets"].values()}
+
+
+def test_the_machine_readable_block_agrees_with_the_lists_and_the_power_scripts_sizes():
+    block, power = _block(), load_experiment("confirm_power")
+    assert block["examples"]["sha256"] == LISTS["sha256"] and LISTS["sha256"] in PLAN
+    assert block["sizes"] == {"gsm8k_cot": power.N_GSM8K, "race": power.N_RACE, "mmlu": power.N_MMLU,
+                              "minerva_math": power.N_MATH}
+    assert block["seeds"]["claim1"] == list(power.SEEDS) and block["seeds"]["6d"] == list(power.SEEDS_6D)
+    assert block["machine_kind"]["cross_kind_pairings"] == [] and block["1b"] == {"decides": 0.2, "reported": [0.1]}
+    assert min(block["seeds"]["claim1"]) >= 5  # draws never run before (earlier plans: 0-4)
+    runner = (ROOT / "experiments" / "claims_confirm.sh").read_text()
+    assert 'SEEDS="100 101 102 103"' in runner and 'SEEDS_6D="100 101"' in runner
+    assert "eval.limits.gsm8k_cot=200" in runner and "eval.limits.race=400" in runner
+    assert "eval.limits.mmlu=20" in runner and "eval.limits.minerva_math=35" in runner
+
+
+def test_the_examples_folder_holds_only_the_chosen_examples_in_their_order(tmp_path):
+    examples = load_experiment("confirm_examples")
+    data = tmp_path / "data"
+    (data / "gsm8k").mkdir(parents=True)
+    (data / "gsm8k" / "test.jsonl").write_text("".join(json.dumps({"q": i}) + "\n" for i in range(6)))
+    (data / "gsm8k" / "train.jsonl").write_text('{"q": "train"}\n')
+    lists = {"sha256": "x", "sets": {"gsm8k": {"file": "gsm8k/test.jsonl", "n": 6, "chosen": [4, 0, 2]}}}
+    out = examples.build(data, tmp_path / "fresh", lists)
+    assert [json.loads(line)["q"] for line in (out / "gsm8k" / "test.jsonl").read_text().splitlines()] == [4, 0, 2]
+    assert (out / "gsm8k" / "train.jsonl").is_symlink()
+
+
+def test_a_stage_runs_only_on_its_groups_machine_kind_unless_told_and_then_the_group_restarts(tmp_path):
+    pack = load_experiment("pack_confirm")
+    root, out = tmp_path / "root", tmp_path / "records"
+    (root / "base1" / "gsm8k_cot").mkdir(parents=True)
+    assert pack.check_kind("base1", root, out, here="Xeon (amx_bf16)") == "Xeon (amx_bf16)"
+    state = json.loads((out / "confirm" / "machine_kind.json").read_text())
+    assert state["kind"] == "Xeon (amx_bf16)" and state["groups"] == {"claim1": "Xeon (amx_bf16)"}
+    pack.check_kind("claim1", root, out, here="Xeon (amx_bf16)")
+    with pytest.raises(SystemExit, match="CONFIRM_NEW_KIND"):
+        pack.check_kind("claim1", root, out, here="EPYC (avx2)")
+    with pytest.raises(SystemExit):  # a group that has not started runs on the amendment's kind
+        pack.check_kind("claim45", root, out, here="EPYC (avx2)")
+    (out / "confirm" / "prune").mkdir()
+    (out / "confirm" / "prune" / "baseline-x.jsonl.gz").write_bytes(b"")
+    pack.check_kind("claim1", root, out, here="EPYC (avx2)", new_kind=True)
+    state = json.loads((out / "confirm" / "machine_kind.json").read_text())
+    assert state["groups"]["claim1"] == "EPYC (avx2)" and state["kind"] == "Xeon (amx_bf16)"
+    assert [(r["group"], r["from"], r["to"]) for r in state["restarts"]] == [("claim1", "Xeon (amx_bf16)", "EPYC (avx2)")]
+    assert not (root / "base1").exists() and (root / "abandoned" / "xeon__amx_bf16" / "base1" / "gsm8k_cot").is_dir()
+    assert not (out / "confirm" / "prune").exists()  # the old kind's records go; no comparison mixes kinds
+
+
+def test_claim5_pair_rows_count_each_matrix_and_hash_each_selection(tmp_path):
+    pack = load_experiment("pack_confirm")
+    paths = {}
+    for seed, bits in ((0, [1, 1, 0, 0]), (1, [1, 0, 1, 0])):
+        sel = Selection(masks={"m.weight": torch.tensor(bits, dtype=torch.bool).reshape(2, 2)},
+                        neurons={"act": torch.tensor([seed, 5])}, method="mathneuro")
+        paths[(1, seed)] = tmp_path / f"s{seed}.safetensors"
+        sel.save(paths[(1, seed)])
+    rows = pack.pair_rows(paths)
+    files = [r for r in rows if r["matrix"] == "<file>"]
+    assert len(files) == 2 and all(len(r["sha256_a"]) == 64 for r in files)
+    by = {r["matrix"]: (r["size_a"], r["size_b"], r["intersection"]) for r in rows if r["matrix"] != "<file>"}
+    assert by == {"m.weight": (2, 2, 1), "neurons::act": (2, 2, 1)}
+
+
+def test_pack_puts_a_groups_baseline_and_points_together_under_records_confirm(tmp_path):
+    """base1 + claim1 -> records/confirm/prune: one unedited evaluation, every point paired with it; nothing of the
+    amended plan's folders is touched."""
+    from mathneuro.report import records
+    from tests.test_paired import GSM, RACE, lose, write_point
+
+    pack = load_experiment("pack_confirm")
+    root, out = tmp_path / "root", tmp_path / "records"
+    for task, values in (("gsm8k", GSM), ("race", RACE)):
+        folder = root / "base1" / task
+        folder.mkdir(parents=True)
+        (folder / f"{task}.jsonl").write_text("".join(json.dumps({"doc_id": i, "acc": v, "exact_match,strict-match": v})
+                                                      + "\n" for i, v in enumerate(values)))
+        (folder / "metrics.json").write_text(json.dumps({"metrics": {f"x/{task}/acc": 0.5}}))
+    write_point(root / "claim1", "0", "mathneuro", 100, {"gsm": lose(GSM, 10), "race": lose(RACE, 2)})
+    write_point(root / "claim1", "1", "random", 100, {"gsm": lose(GSM, 1), "race": RACE})
+    written = pack.pack(root, out)
+    assert written and all(p.parent == out / "confirm" / "prune" for p in written)
+    study = {p.name: p for p in records.read_study(out / "confirm" / "prune")}
+    (base,) = [p for p in study.values() if p.kind == "baseline"]
+    points = [p for p in study.values() if p.kind == "point"]
+    assert len(points) == 2 and all(p.header["baseline"] == base.name for p in points)
+    assert {p.point["seed"] for p in points} == {100}
+    assert sorted(d.name for d in out.iterdir()) == ["confirm"]
+    assert pack.pack(root, out) == written  # deterministic: packing again writes the same files
+
+
+def test_the_amendments_own_records_do_not_change_the_lists(tmp_path):
+    """Records under records/confirm*/ index the fresh lists, not the files: they are not 'used' examples."""
+    examples = load_experiment("confirm_examples")
+    from mathneuro.report import records
+
+    records.write_packed(tmp_path / "confirm" / "prune" / "p.jsonl.gz", {"kind": "point", "name": "p"},
+                         [{"task": "gsm8k_cot", "doc_id": 3, "acc": 1}])
+    records.write_packed(tmp_path / "prune" / "q.jsonl.gz", {"kind": "point", "name": "q"},
+                         [{"task": "gsm8k_cot", "doc_id": 7, "acc": 1}])
+    assert examples.used_ids(tmp_path) == {("gsm8k_cot", None): {7}}
