@@ -346,6 +346,43 @@ def test_a_record_committed_before_the_governing_amendment_is_named(tmp_path: Pa
 
 
 @pytest.mark.integration  # git in a subprocess
+def test_every_line_a_record_gains_is_checked_against_every_amendment_of_the_date(tmp_path: Path) -> None:
+    """A record grows after its first commit: each commit that added a (decompressed) line is checked, and every
+    amendment of the governing date must precede it; later amendments list what had been committed before them."""
+    import gzip
+    import subprocess
+
+    check = load_experiment("plan_precedes_records")
+    root = tmp_path / "repo"
+    folder = root / "experiments" / "records" / "prune"
+    folder.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    plan = root / "experiments" / "ANALYSIS_PLAN.md"
+
+    def record(name: str, *lines: str) -> None:
+        (folder / name).write_bytes(gzip.compress("".join(f"{x}\n" for x in lines).encode(), mtime=0))
+
+    plan.write_text("# Plan\n\n## Amendments\n\n- **2026-12-06: first** (before any run). A.\n")
+    record("grown.jsonl.gz", "header", "example 1")  # one line before the second amendment of the date
+    _commit(root, "plan, first amendment, a record")
+    plan.write_text(plan.read_text() + "- **2026-12-06: second** (before any run). B.\n")
+    _commit(root, "second amendment of the date")
+    record("grown.jsonl.gz", "header", "example 1", "example 2")
+    record("late.jsonl.gz", "header")
+    _commit(root, "the record grows; another record")
+    record("late.jsonl.gz", "header", "example 1")
+    plan.write_text(plan.read_text() + "- **2026-12-07: later** (some records seen). C.\n")
+    _commit(root, "a later amendment")
+    assert [n for _, n in check.line_commits(root, "experiments/records/prune/grown.jsonl.gz")] == [2, 1]
+    lines, bad = check.check("2026-12-06", root)
+    assert bad == ["experiments/records/prune/grown.jsonl.gz"]  # its first commit predates the second amendment
+    assert any(line.startswith("    2 line(s) added in ") for line in lines)
+    assert any("late.jsonl.gz" in line and "+1 later commit(s)" in line and "BEFORE" not in line for line in lines)
+    assert lines[-1] == "before amendment 2026-12-07 'later': governed records with lines committed then: prune (2)"
+    assert check.check("2026-12-06", root, under=("scale",))[1] == []
+
+
+@pytest.mark.integration  # git in a subprocess
 def test_every_committed_record_of_this_repository_follows_the_amendment_of_2026_12_06() -> None:
     check = load_experiment("plan_precedes_records")
     if not check.has_history():
