@@ -39,6 +39,7 @@ from mathneuro.report.claims_table import (
     test_rows,
 )
 from mathneuro.report.machines import Pairing, parse_pairings
+from mathneuro.report.overlap_records import overlap_shares
 from mathneuro.report.records import Packed, read_tree
 
 HERE = Path(__file__).resolve().parent
@@ -188,23 +189,41 @@ def claim4(tree: Mapping[str, Sequence[Packed]]) -> dict:
     return {"status": "ok", "parts": {"share": share, "spread": spread}, "draws": draws}
 
 
-def claim5(tree: Mapping[str, Sequence[Packed]]) -> dict:
-    """The share of one draw's M in another's at N = 1, 10, 100 (K = 15 %, MMLU filter; §5.5)."""
-    at: dict[int, dict] = {}
-    for packed in tree.get("data_efficiency") or []:
+def _claim5_at(tree: Mapping[str, Sequence[Packed]]) -> tuple[dict[int, dict], str]:
+    """``({N: row}, source)``: from the committed per-matrix overlap records where there are any (every verdict
+    rebuilt from records), else from the aggregated table (its selections are not committed)."""
+    packs = tree.get("data_efficiency") or []
+    if any(p.kind == "overlap" for p in packs):
+        shares = overlap_shares(packs, {"model": MODEL, "filter": "mmlu", "top_k": 0.15, "method": "mathneuro"})
+        at = {n: {"a_in_b_mean": shares[(n, "M")]["share"], "pairs": shares[(n, "M")]["pairs"],
+                  "topk_a_in_b_mean": (shares.get((n, "topk")) or {}).get("share")}
+              for n in (1, 10, 100) if (n, "M") in shares}
+        return at, "records"
+    at = {}
+    for packed in packs:
         if packed.name != AMENDED_TABLE:  # the issue-16 table (two draws, seen before the plan) is context only
             continue
         for row in packed.rows:
             if row.get("model") == MODEL and row.get("filter") == "mmlu" and math.isclose(float(row.get("top_k") or 0), 0.15):
                 at[int(row["num_samples"])] = row
+    return at, "table"
+
+
+def claim5(tree: Mapping[str, Sequence[Packed]]) -> dict:
+    """The share of one draw's M in another's at N = 1, 10, 100 (K = 15 %, MMLU filter; §5.5), from the
+    per-matrix overlap records (:mod:`mathneuro.report.overlap_records`) or, without them, the aggregated table."""
+    try:
+        at, source = _claim5_at(tree)
+    except ValueError as err:
+        return {"status": f"not judged: {err}", "parts": {"overlap": "not judged"}, "at": {}, "source": "records"}
     # an N with fewer than two draws so far (claim 1's N = 100 selections finish one point at a time) has no overlap
     if not all(n in at and at[n].get("a_in_b_mean") is not None for n in (1, 10, 100)):
-        return {"status": NOT_RUN, "parts": {"overlap": NOT_RUN}, "at": at}
+        return {"status": NOT_RUN, "parts": {"overlap": NOT_RUN}, "at": at, "source": source}
     share = [float(at[n]["a_in_b_mean"]) for n in (1, 10, 100)]
     grows = share[0] <= share[1] <= share[2]
     status = ("supported" if share[0] >= 0.65 and share[2] >= 0.90 and grows else
               "contradicted" if share[0] < 0.65 or share[2] < 0.90 else "inconclusive")
-    return {"status": "ok", "parts": {"overlap": status}, "at": at, "share": share}
+    return {"status": "ok", "parts": {"overlap": status}, "at": at, "share": share, "source": source}
 
 
 # ------------------------------------------------------------------------------------------ output
@@ -306,8 +325,11 @@ def _claim5_numbers(c5: dict) -> str:
     m = " / ".join(share(n, "a_in_b_mean") for n in (1, 10, 100))
     top = " / ".join(share(n, "topk_a_in_b_mean") for n in (1, 10, 100))
     pairs = " / ".join(str(at[n].get("pairs")) for n in (1, 10, 100))
+    source = ("rebuilt from the committed per-matrix overlap records" if c5.get("source") == "records" else
+              f"read from the aggregated table `data_efficiency/{AMENDED_TABLE}`, not rebuilt from per-matrix records "
+              "(the selections are not committed)")
     return (f"M at N = 1 / 10 / 100: {m} (pairs of draws: {pairs}); "
-            f"math top-K sets (secondary): {top}")
+            f"math top-K sets (secondary): {top}; {source}")
 
 
 def plan_pairings(plan: Path = PLAN) -> list[Pairing]:

@@ -10,7 +10,8 @@ A study is a folder ``<root>/<study>/`` (``experiments/records/`` in this reposi
   "computed_elsewhere"[, "runs": [{source, tasks, hardware, provenance, timings, ...}]]}``: ``runs`` where
   the point's tasks were evaluated in several runs (its metrics are all of theirs; the other fields the first's)
 - ``{"kind": "baseline", ...}``: the unedited model's records that points name; ``{"kind": "table",
-  ...}``: rows of a table (e.g. ``data_efficiency.csv``), one per line.
+  ...}``: rows of a table (e.g. ``data_efficiency.csv``), one per line; ``{"kind": "overlap", ...}``: two
+  draws' selections counted per weight matrix (claim 5; :mod:`mathneuro.report.overlap_records`).
 - examples: ``{"task", "doc_id"[, "subtask"], <metric>: number | [number, number], ...}``: numbers
   only (booleans as 0/1; a pair such as ``[loglikelihood, words]`` for a perplexity). Strings (model
   answers) are left out; a group's subtask files are left out where the pooled group file holds them.
@@ -40,7 +41,7 @@ from mathneuro.results.schema import SELECTION_FIELDS
 from mathneuro.util.io import atomic_write
 
 SUFFIX = ".jsonl.gz"
-KINDS = ("point", "baseline", "table")
+KINDS = ("point", "baseline", "table", "overlap")
 SELECTION_KEPT = (*SELECTION_FIELDS, "num_parameters_upstream", "per_layer", "per_module")
 HEADER_FIELDS = ("metrics", "baseline_metrics", "objective", "hardware", "timings", "sample_ids_hash", "method_facts",
                  "provenance", "computed_elsewhere", "baseline_hardware", "baseline_provenance")
@@ -313,7 +314,7 @@ def read_packed(path: str | Path) -> Packed:
         raise ValueError(f"{path}: not a packed records file (its first line is no header of kind {KINDS})")
     header, body = lines[0], lines[1:]
     packed = Packed(str(header.get("name") or path.name[: -len(SUFFIX)]), header)
-    if packed.kind == "table":
+    if packed.kind in ("table", "overlap"):  # rows: a table's, or an overlap's per-matrix counts
         packed.rows = body
         return packed
     for line in body:
