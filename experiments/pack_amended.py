@@ -39,6 +39,7 @@ from mathneuro.report.paired import point_records
 from mathneuro.report.records import (
     SELECTION_KEPT,
     SUFFIX,
+    machine_labels,
     pack_baseline,
     pack_sweep,
     pack_table,
@@ -188,6 +189,7 @@ def _identifications(root: Path, folder: Path) -> list[Path]:
         header = {"kind": "point", "study": "identification", "name": name, "point": point, "selection": selection,
                   "method_facts": result.get("method_facts"), "source": str(result.get("_job")),
                   **{k: result[k] for k in ("hardware", "provenance") if result.get(k)}}
+        header.update(machine_labels(header))  # its kind of machine, named in the header
         folder.mkdir(parents=True, exist_ok=True)
         if (folder / f"{name}{SUFFIX}").exists():  # the first computation stays (bf16 rounding differs by machine)
             continue

@@ -21,9 +21,10 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mathneuro.report.records import Packed
+if TYPE_CHECKING:  # records.py labels machines at pack time: no import cycle at run time
+    from mathneuro.report.records import Packed
 
 NOT_RECORDED = "not recorded"
 NOTED = "noted, not recorded"
