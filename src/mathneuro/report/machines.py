@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mathneuro.models.devices import machine_kind
+
 if TYPE_CHECKING:  # records.py labels machines at pack time: no import cycle at run time
     from mathneuro.report.records import Packed
 
@@ -33,17 +35,15 @@ PAIRINGS_BLOCK = "cross-kind-pairings"
 
 
 def kind_key(hardware: Mapping[str, Any] | None) -> str | None:
-    """The kind of machine of a record's ``hardware`` (see the module docstring); None where none is recorded."""
-    if not hardware:
-        return None
-    name = hardware.get("device_name") or hardware.get("device")
-    if not name:
-        return None
-    flags = hardware.get("cpu_flags")
-    if flags:
-        return f"{name} ({'+'.join(str(f) for f in flags)})"
+    """The kind of machine of a record's ``hardware`` (see the module docstring); None where none is recorded.
+    The kind is :func:`mathneuro.models.devices.machine_kind` (the runs' own same-machine checks use it), with
+    "(CPU flags not recorded)" written out where a CPU record carries no ``cpu_flags``: the same partition of
+    machines, said so that nobody reads an unflagged CPU as one without bf16 units."""
+    kind = machine_kind(dict(hardware) if hardware else None)
+    if kind is None or hardware.get("cpu_flags"):
+        return kind
     on_cpu = str(hardware.get("device") or "cpu").startswith("cpu") and "cuda" not in hardware
-    return f"{name} (CPU flags not recorded)" if on_cpu else str(name)
+    return f"{kind} (CPU flags not recorded)" if on_cpu else kind
 
 
 @dataclass(frozen=True)
