@@ -15,17 +15,14 @@ the run's dtype, as ``dtype_selection_overlap.py`` does, for runs that did not s
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from mathneuro.report.overlap import load_selection_file
-from mathneuro.report.overlap_records import write_overlap_record
+from mathneuro.report.overlap_records import saved_sets, write_pairs
 
 HERE = Path(__file__).resolve().parent
-POINT_FIELDS = ("model", "task", "filter", "top_k", "method", "num_samples")
 
 
 def _run(folder: Path) -> dict:
@@ -35,13 +32,6 @@ def _run(folder: Path) -> dict:
     result = json.loads(path.read_text())
     result["_dir"] = folder
     return result
-
-
-def saved_sets(result: dict) -> dict[str, Any]:
-    """The run's saved sets: ``{"M": selection, "topk": math top-K set}`` (those on disk)."""
-    folder = Path(result["_dir"])
-    files = {"M": folder / "selection.safetensors", "topk": folder / "selection_topk.safetensors"}
-    return {name: load_selection_file(path) for name, path in files.items() if path.is_file()}
 
 
 _WEIGHTS: dict[str, dict] = {}  # model path -> its target weights (float32), loaded once
@@ -66,29 +56,6 @@ def statistics_sets(result: dict, cache: str | None) -> dict[str, Any]:
     return {"M": m, "topk": top}
 
 
-def write_pairs(results: list[dict], out: Path, sets_of) -> list[Path]:
-    """Every pair of runs of one point (``POINT_FIELDS``) with different seeds: one record per set both have."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in results:
-        point = r.get("point") or {}
-        groups.setdefault(tuple(str(point.get(f)) for f in POINT_FIELDS), []).append(r)
-    written = []
-    for runs in groups.values():
-        runs = sorted(runs, key=lambda r: int((r.get("point") or {}).get("seed") or 0))
-        sets = {id(r): sets_of(r) for r in runs}
-        for a, b in itertools.combinations(runs, 2):
-            if str(a["point"].get("seed")) == str(b["point"].get("seed")):
-                continue
-            point = {f: a["point"].get(f) for f in POINT_FIELDS}
-            for name in ("M", "topk"):
-                if name in sets[id(a)] and name in sets[id(b)]:
-                    info = [{"seed": r["point"].get("seed"), "source": str(r["_dir"].name),
-                             **({"hardware": r["hardware"]} if r.get("hardware") else {})} for r in (a, b)]
-                    written.append(write_overlap_record(out / "data_efficiency", point, name,
-                                                        (info[0], sets[id(a)][name]), (info[1], sets[id(b)][name])))
-    return written
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="finished points (run dirs with results.json)")
@@ -99,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = [_run(folder) for folder in args.runs]
     sets_of = (lambda r: statistics_sets(r, args.cache)) if args.from_statistics else saved_sets
-    written = write_pairs(results, args.out, sets_of)
+    written = write_pairs(results, args.out / "data_efficiency", sets_of)
     for path in written:
         print(f"wrote {path}")
     if not written:

@@ -19,7 +19,8 @@ selection (one hash) at each N.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,12 @@ import numpy as np
 import torch
 
 from mathneuro.methods.counts import SelectionLike, entry_index
+from mathneuro.report.overlap import load_selection_file
 from mathneuro.report.records import SUFFIX, Packed, write_packed
 
 SETS = ("M", "topk")  # M, the set the method edits; the math top-K set (secondary)
+POINT_FIELDS = ("model", "task", "filter", "top_k", "method", "num_samples")  # one claim-5 point: pairs share them
+SET_FILES = {"M": "selection.safetensors", "topk": "selection_topk.safetensors"}
 
 
 def _entries(selection: SelectionLike) -> dict[str, tuple[torch.Tensor, bool]]:
@@ -128,3 +132,34 @@ def overlap_shares(records: Sequence[Packed], select: Mapping[str, Any]) -> dict
                 shares.setdefault(key, []).append(sums[whole] / sums[inside])
     return {key: {"share": float(np.mean(v)), "pairs": pairs[key], "draws": len(draws[key])}
             for key, v in shares.items()}
+
+
+def saved_sets(result: Mapping[str, Any]) -> dict[str, SelectionLike]:
+    """A finished run's saved sets (``_dir``: its folder): ``{"M": ..., "topk": ...}``, those on disk."""
+    folder = Path(str(result["_dir"]))
+    return {name: load_selection_file(folder / f) for name, f in SET_FILES.items() if (folder / f).is_file()}
+
+
+def write_pairs(results: Sequence[Mapping[str, Any]], out_dir: str | Path,
+                sets_of: Callable[[Mapping[str, Any]], Mapping[str, SelectionLike]] = saved_sets) -> list[Path]:
+    """Every pair of finished runs (``results.json`` dicts with ``_dir``) of one point (:data:`POINT_FIELDS`)
+    with different seeds: one ``overlap`` record per set both have, into ``out_dir``."""
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for r in results:
+        point = r.get("point") or {}
+        groups.setdefault(tuple(str(point.get(f)) for f in POINT_FIELDS), []).append(r)
+    written = []
+    for runs in groups.values():
+        runs = sorted(runs, key=lambda r: int((r.get("point") or {}).get("seed") or 0))
+        sets = [sets_of(r) for r in runs]
+        for (i, a), (j, b) in itertools.combinations(enumerate(runs), 2):
+            if str(a["point"].get("seed")) == str(b["point"].get("seed")):
+                continue
+            info = [{"seed": r["point"].get("seed"), "source": Path(str(r["_dir"])).name,
+                     **({"hardware": r["hardware"]} if r.get("hardware") else {})} for r in (a, b)]
+            point = {f: a["point"].get(f) for f in POINT_FIELDS}
+            for name in SETS:
+                if name in sets[i] and name in sets[j]:
+                    written.append(write_overlap_record(out_dir, point, name, (info[0], sets[i][name]),
+                                                        (info[1], sets[j][name])))
+    return written
