@@ -19,12 +19,31 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mathneuro.models.devices import machine_kind
-from mathneuro.report.claims import NOT_RUN, Test, claim_verdict, evaluate, part_status
+from mathneuro.report.claims import (
+    AT_MARGIN,
+    CLAIM_REFUSED,
+    NOT_RUN,
+    PART_REFUSED,
+    REFUSED,
+    Test,
+    claim_verdict,
+    evaluate,
+    part_status,
+)
+from mathneuro.report.claims_table import (
+    code_line,
+    estimate_text,
+    hardware_line,
+    margin_note,
+    refused_lines,
+    test_rows,
+)
+from mathneuro.report.machines import Pairing, parse_pairings
+from mathneuro.report.overlap_records import overlap_shares
 from mathneuro.report.records import Packed, read_tree
 
 HERE = Path(__file__).resolve().parent
-RECORDS, README = HERE / "records", HERE / "README.md"
+RECORDS, README, PLAN = HERE / "records", HERE / "README.md", HERE / "ANALYSIS_PLAN.md"
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 RESAMPLES = 10_000
 MODEL = "qwen2_5_coder_1_5b"
@@ -48,8 +67,8 @@ T1B_FACTOR = 0.20
 CLAIMS = (  # id, statement, parts (in order), margin text
     ("1", "Pruning M (K ≤ 15 %) drives GSM8K to about 0; RACE / MMLU drop about as much as random pruning",
      ("math", "non-math"), f"non-math ±0.05; 'about 0' = below {T1B_FACTOR:.2f} × unedited"),
-    ("2a", "Wanda pruning hurts math and non-math alike", ("math", "non-math"), "— (direction)"),
-    ("2b", "LAPE is inconsistent", (), "—"),
+    ("2", "Wanda pruning hurts math and non-math alike", ("math", "non-math"), "— (direction)"),
+    ("2 (LAPE)", "LAPE is inconsistent", (), "—"),
     ("3", "Scaling M (K = 5 %, s = 1.1) raises GSM8K by 4–17 % and MATH by 5–35 % (relative), non-math unchanged",
      ("math", "non-math"), "non-math ±0.03; math: supported or inconclusive only at these sizes"),
     ("4", "M is about 1.5–1.8 % of all parameters (K = 15 %), spread fairly evenly over decoder blocks",
@@ -59,7 +78,7 @@ CLAIMS = (  # id, statement, parts (in order), margin text
     ("6", "M found on GSM8K destroys MATH, MathQA, EGSM; leaves HellaSwag, PIQA, WinoGrande, WikiText, MuTual "
           "about as random pruning does", ("math", "non-math"), "non-math ±0.05 (WikiText ±10 % perplexity)"),
 )
-NOT_TESTABLE = {"2b": "'inconsistent' is across models and tasks; one model family is run (ANALYSIS_PLAN.md §10); "
+NOT_TESTABLE = {"2 (LAPE)": "'inconsistent' is across models and tasks; one model family is run (ANALYSIS_PLAN.md §10); "
                       "LAPE is not run under the amendment of 2026-12-06"}
 
 
@@ -93,7 +112,7 @@ def plan_tests() -> list[Test]:
             tests.append(_t(f"1ctx{c} {label} {name}", "1ctx", "1", "", f"{label} − unedited, {name}", "prune",
                             {**sel, "method": who}, "baseline", tasks, metric, "context", role="context"))
     for (name, tasks, metric, part), g in zip(core, "abc", strict=True):
-        tests.append(_t(f"2{g} {name}", f"2{g}", "2a", part, f"Wanda − unedited, {name}", "prune",
+        tests.append(_t(f"2{g} {name}", f"2{g}", "2", part, f"Wanda − unedited, {name}", "prune",
                         {**sel, "method": "wanda"}, "baseline", tasks, metric, "direction", expect="lower",
                         family="F2-wanda", min_n=SIZES["2"][tasks[0]]))
     tests += _scaling_tests()
@@ -170,70 +189,97 @@ def claim4(tree: Mapping[str, Sequence[Packed]]) -> dict:
     return {"status": "ok", "parts": {"share": share, "spread": spread}, "draws": draws}
 
 
-def claim5(tree: Mapping[str, Sequence[Packed]]) -> dict:
-    """The share of one draw's M in another's at N = 1, 10, 100 (K = 15 %, MMLU filter; §5.5)."""
-    at: dict[int, dict] = {}
-    for packed in tree.get("data_efficiency") or []:
+def _claim5_at(tree: Mapping[str, Sequence[Packed]]) -> tuple[dict[int, dict], str]:
+    """``({N: row}, source)``: from the committed per-matrix overlap records where there are any (every verdict
+    rebuilt from records), else from the aggregated table (its selections are not committed)."""
+    packs = tree.get("data_efficiency") or []
+    if any(p.kind == "overlap" for p in packs):
+        shares = overlap_shares(packs, {"model": MODEL, "filter": "mmlu", "top_k": 0.15, "method": "mathneuro"})
+        at = {n: {"a_in_b_mean": shares[(n, "M")]["share"], "pairs": shares[(n, "M")]["pairs"],
+                  "topk_a_in_b_mean": (shares.get((n, "topk")) or {}).get("share")}
+              for n in (1, 10, 100) if (n, "M") in shares}
+        return at, "records"
+    at = {}
+    for packed in packs:
         if packed.name != AMENDED_TABLE:  # the issue-16 table (two draws, seen before the plan) is context only
             continue
         for row in packed.rows:
             if row.get("model") == MODEL and row.get("filter") == "mmlu" and math.isclose(float(row.get("top_k") or 0), 0.15):
                 at[int(row["num_samples"])] = row
+    return at, "table"
+
+
+def claim5(tree: Mapping[str, Sequence[Packed]]) -> dict:
+    """The share of one draw's M in another's at N = 1, 10, 100 (K = 15 %, MMLU filter; §5.5), from the
+    per-matrix overlap records (:mod:`mathneuro.report.overlap_records`) or, without them, the aggregated table."""
+    try:
+        at, source = _claim5_at(tree)
+    except ValueError as err:
+        return {"status": f"not judged: {err}", "parts": {"overlap": "not judged"}, "at": {}, "source": "records"}
     # an N with fewer than two draws so far (claim 1's N = 100 selections finish one point at a time) has no overlap
     if not all(n in at and at[n].get("a_in_b_mean") is not None for n in (1, 10, 100)):
-        return {"status": NOT_RUN, "parts": {"overlap": NOT_RUN}, "at": at}
+        return {"status": NOT_RUN, "parts": {"overlap": NOT_RUN}, "at": at, "source": source}
     share = [float(at[n]["a_in_b_mean"]) for n in (1, 10, 100)]
     grows = share[0] <= share[1] <= share[2]
     status = ("supported" if share[0] >= 0.65 and share[2] >= 0.90 and grows else
               "contradicted" if share[0] < 0.65 or share[2] < 0.90 else "inconclusive")
-    return {"status": "ok", "parts": {"overlap": status}, "at": at, "share": share}
+    return {"status": "ok", "parts": {"overlap": status}, "at": at, "share": share, "source": source}
 
 
 # ------------------------------------------------------------------------------------------ output
-def _f(x: float | None, signed: bool = True) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    return f"{x:+.3f}" if signed else f"{x:.3f}"
-
-
-def _estimate(row: dict) -> str:
-    signed = row["test"].rule != "proportion"
-    lo, hi = row["ci95"]
-    return f"{_f(row['estimate'], signed)} [{_f(lo, signed)}, {_f(hi, signed)}]"
-
-
 def _key_numbers(rows: Sequence[dict]) -> str:
-    """Per primary test group: the estimate with its 95 % interval, or the lowest and highest over conditions."""
+    """Per primary test group: the estimate with its 95 % interval, or the lowest and highest over conditions
+    (a refused test's numbers marked: they pair two kinds of machine)."""
     groups: dict[str, list[dict]] = {}
     for row in rows:
-        if row["test"].role == "primary" and row["status"] == "ok":
+        if row["test"].role == "primary" and row["status"] in ("ok", REFUSED):
             groups.setdefault(row["test"].group, []).append(row)
     parts = []
     for group, members in groups.items():
         members = sorted(members, key=lambda r: r["estimate"])
-        text = _estimate(members[0]) if len(members) == 1 else f"{_estimate(members[0])} … {_estimate(members[-1])}"
-        parts.append(f"{group}: {text}")
+        text = estimate_text(members[0]) if len(members) == 1 else f"{estimate_text(members[0])} … {estimate_text(members[-1])}"
+        mixed = " (mixes machine kinds)" if any(r["status"] == REFUSED for r in members) else ""
+        parts.append(f"{group}: {text}{mixed}")
     return "; ".join(parts) or "—"
 
 
 #: Each claim's section of ANALYSIS_PLAN.md (all as amended on 2026-12-06) and its later amendments.
-SECTIONS = {"1": "§5.1", "2a": "§5.2", "2b": "§5.2, §10", "3": "§5.3", "4": "§5.4", "5": "§5.5", "6": "§5.6"}
+SECTIONS = {"1": "§5.1", "2": "§5.2", "2 (LAPE)": "§5.2, §10", "3": "§5.3", "4": "§5.4", "5": "§5.5", "6": "§5.6"}
 LATER_AMENDMENTS = {"3": ("2026-12-07",), "6": ("2026-12-07",)}  # 3: its own CPU's baseline; 6: EGSM's metric name
 
 
-def _verdict_lines(table: Sequence[str]) -> list[str]:
+def _verdict_lines(verdicts: Mapping[str, str]) -> list[str]:
     """One line per claim: its adjusted verdict and the plan's section (experiments/README.md's summary)."""
     lines = []
-    for row, (cid, statement, _, _) in zip(table[2:], CLAIMS, strict=True):
-        verdict = row.rsplit("|", 2)[-2].strip(" *")
+    for cid, statement, _, _ in CLAIMS:
         amended = ", ".join(("2026-12-06", *LATER_AMENDMENTS.get(cid, ())))
-        lines.append(f"- **Claim {cid}** ({SECTIONS[cid]}, amended {amended}): {verdict}. {statement}.")
+        lines.append(f"- **Claim {cid}** ({SECTIONS[cid]}, amended {amended}): {verdicts[cid]}. {statement}.")
     return lines
 
 
-def _claim_rows(rows: Sequence[dict], c4: dict, c5: dict) -> list[str]:
+def _tested_claim(mine: Sequence[dict], parts: Sequence[str]) -> tuple[str, str, str]:
+    """(parts shown, unadjusted verdict, adjusted verdict) of a claim with tests; a claim refused for mixing
+    machine kinds shows the verdict it would have had across kinds as context."""
+    per_part = {p: [r for r in mine if r["test"].part == p] for p in parts}
+    verdict = claim_verdict([part_status(v, adjusted=False) for v in per_part.values()])
+    adjusted = claim_verdict([part_status(v) for v in per_part.values()])
+    shown = []
+    for p, v in per_part.items():
+        status = part_status(v)
+        shown.append(f"{p}: {status}" + (f" (across kinds: {part_status(v, across=True)})"
+                                         if status == PART_REFUSED else ""))
+    if adjusted == CLAIM_REFUSED:
+        adjusted += f" (across kinds it read: {claim_verdict([part_status(v, across=True) for v in per_part.values()])})"
+    if verdict == CLAIM_REFUSED:
+        verdict += (f" (across kinds: "
+                    f"{claim_verdict([part_status(v, adjusted=False, across=True) for v in per_part.values()])})")
+    return ", ".join(shown), verdict, adjusted
+
+
+def _claim_rows(rows: Sequence[dict], c4: dict, c5: dict) -> tuple[list[str], dict[str, str]]:
     out = ["| claim | parts (adjusted) | key numbers: estimate [95 %] | margin / threshold | verdict (unadjusted) "
            "| adjusted decision |", "|---|---|---|---|---|---|"]
+    verdicts = {}
     for cid, statement, parts, margin in CLAIMS:
         mine = [r for r in rows if r["test"].claim == cid]
         if cid in NOT_TESTABLE:
@@ -247,13 +293,11 @@ def _claim_rows(rows: Sequence[dict], c4: dict, c5: dict) -> list[str]:
             shown = ", ".join(f"{p}: {s}" for p, s in info.get("parts", {}).items()) or "—"
             numbers = _claim4_numbers(c4) if cid == "4" else _claim5_numbers(c5)
         else:
-            per_part = {p: [r for r in mine if r["test"].part == p] for p in parts}
-            verdict = claim_verdict([part_status(v, adjusted=False) for v in per_part.values()])
-            adjusted = claim_verdict([part_status(v) for v in per_part.values()])
-            shown = ", ".join(f"{p}: {part_status(v)}" for p, v in per_part.items())
+            shown, verdict, adjusted = _tested_claim(mine, parts)
             numbers = _key_numbers(mine)
+        verdicts[cid] = adjusted
         out.append(f"| {cid}. {statement} | {shown} | {numbers} | {margin} | {verdict} | **{adjusted}** |")
-    return out
+    return out, verdicts
 
 
 def _claim4_numbers(c4: dict) -> str:
@@ -281,97 +325,25 @@ def _claim5_numbers(c5: dict) -> str:
     m = " / ".join(share(n, "a_in_b_mean") for n in (1, 10, 100))
     top = " / ".join(share(n, "topk_a_in_b_mean") for n in (1, 10, 100))
     pairs = " / ".join(str(at[n].get("pairs")) for n in (1, 10, 100))
+    source = ("rebuilt from the committed per-matrix overlap records" if c5.get("source") == "records" else
+              f"read from the aggregated table `data_efficiency/{AMENDED_TABLE}`, not rebuilt from per-matrix records "
+              "(the selections are not committed)")
     return (f"M at N = 1 / 10 / 100: {m} (pairs of draws: {pairs}); "
-            f"math top-K sets (secondary): {top}")
+            f"math top-K sets (secondary): {top}; {source}")
 
 
-def _p(value: float, resamples: int) -> str:
-    return f"<{1 / resamples:.0e}" if value == 0 else f"{value:.3g}"
+def plan_pairings(plan: Path = PLAN) -> list[Pairing]:
+    """The cross-kind pairings the plan names (none when it has no ``cross-kind-pairings`` block)."""
+    return parse_pairings(plan.read_text()) if plan.is_file() else []
 
 
-def _test_rows(rows: Sequence[dict], resamples: int) -> list[str]:
-    out = ["| test | comparison | task / metric | D | n | estimate [95 %] | 90 % | up / down | per draw "
-           "| margin / t | p supports / contradicts | decision | adjusted |", "|" + "---|" * 13]
-    for row in rows:
-        t = row["test"]
-        if row["status"] != "ok":
-            out.append(f"| {t.id} | {t.title} | {'/'.join(t.tasks[:1])} / {t.metric} | {row.get('draws', '—')} "
-                       f"| {row.get('n', '—')} | {row['status']} |  |  |  |  |  |  |  |")
-            continue
-        ci90 = f"[{_f(row['ci90'][0])}, {_f(row['ci90'][1])}]" if row.get("ci90") and t.rule == "equivalence" else ""
-        bound = (f"±{t.margin:.3g}" if t.margin is not None else
-                 f"t = {row['threshold']:+.3f}" if row.get("threshold") is not None else "")
-        p = "" if t.rule == "context" else f"{_p(row['p_support'], resamples)} / {_p(row['p_contra'], resamples)}"
-        draws = ", ".join(f"{v:+.3f}" for v in row["draw_diffs"]) if t.rule != "proportion" else ""
-        out.append(f"| {t.id} | {t.title} | {row['task']} / {t.metric} | {row['draws']} | {row['n']} | {_estimate(row)} "
-                   f"| {ci90} | {row['changed_up']} / {row['changed_down']} | {draws} | {bound} | {p} "
-                   f"| {row['decision'] or '—'} | {row['holm'] or '—'} |")
-    return out
-
-
-def _machine(hardware: Mapping[str, Any] | None) -> str:
-    if not hardware:
-        return "not recorded"
-    return f"{machine_kind(hardware) or '?'}, {hardware.get('dtype') or '?'}"
-
-
-def _code(provenance: Mapping[str, Any] | None) -> str:
-    """A record's code: mathneuro's git commit (``+dirty`` with uncommitted changes), else its version."""
-    if not provenance:
-        return "not recorded"
-    git = provenance.get("git") or {}
-    if git.get("commit"):
-        return f"{str(git['commit'])[:10]}{'+dirty' if git.get('dirty') else ''}"
-    return f"mathneuro {provenance.get('version') or '?'} (no git checkout)"
-
-
-def _uses(tree: Mapping[str, Sequence[Packed]], of_point, of_task) -> dict[str, list[str]]:
-    """``{value: [what]}``: each point's ``of_point(header)``, each unedited task's ``of_task(header, task)``."""
-    uses: dict[str, list[str]] = {}
-    for study, packs in sorted(tree.items()):
-        for packed in packs:
-            if packed.kind == "point":
-                uses.setdefault(of_point(packed.header), []).append(f"{study}/{packed.name}")
-            elif packed.kind == "baseline":
-                for task in packed.header.get("tasks") or []:
-                    uses.setdefault(of_task(packed.header, task), []).append(f"unedited {task}")
-    return uses
-
-
-def _uses_line(title: str, uses: Mapping[str, list[str]]) -> str:
-    if not uses:
-        return f"{title}: no records yet."
-    parts = []
-    for value, what in sorted(uses.items()):
-        shown = sorted(set(what))
-        parts.append(f"{value}: {len(shown)} record(s) ({', '.join(shown[:6])}{', …' if len(shown) > 6 else ''})")
-    return f"{title}: " + "; ".join(parts) + "."
-
-
-def hardware_line(tree: Mapping[str, Sequence[Packed]]) -> str:
-    """Where the records were computed: each machine (CPU or GPU, dtype) with the points, identifications
-    and unedited tasks it computed. Paired differences assume one machine; bf16 rounding differs between
-    CPUs (AMX or not), so a mix is disclosed, not hidden."""
-    uses = _uses(tree, lambda h: _machine(h.get("hardware")),
-                 lambda h, task: _machine((h.get("task_hardware") or {}).get(task)))
-    line = _uses_line("Machines the records were computed on (paired differences assume one; bf16 rounding differs "
-                      "between CPUs)", uses)
-    return "Machines: no records yet." if not uses else line
-
-
-def code_line(tree: Mapping[str, Sequence[Packed]]) -> str:
-    """Which code computed the records: mathneuro's git commit of each point and unedited task (its
-    ``provenance``), so that every number in the table can be traced to the code that made it."""
-    uses = _uses(tree, lambda h: _code(h.get("provenance")),
-                 lambda h, task: _code((h.get("task_provenance") or {}).get(task)))
-    return _uses_line("Code the records were computed with (mathneuro's git commit)", uses)
-
-
-def build(root: Path = RECORDS, *, resamples: int = RESAMPLES) -> str:
-    """The README section (between the markers), from the records under ``root``."""
+def build(root: Path = RECORDS, *, resamples: int = RESAMPLES, seed: int = 0, plan: Path = PLAN) -> str:
+    """The README section (between the markers), from the records under ``root``; ``seed``: the bootstrap's
+    (the README's is 0; other seeds show how far the Monte Carlo error moves the numbers)."""
     tree = read_tree(root)
-    rows = evaluate(plan_tests(), tree, resamples=resamples)
-    table = _claim_rows(rows, claim4(tree), claim5(tree))
+    pairings = plan_pairings(plan)
+    rows = evaluate(plan_tests(), tree, resamples=resamples, seed=seed, pairings=pairings)
+    table, verdicts = _claim_rows(rows, claim4(tree), claim5(tree))
     files = sum(len(v) for v in tree.values())
     studies = ", ".join(f"`{k}` ({len(v)})" for k, v in tree.items()) or "none"
     lines = [
@@ -379,16 +351,40 @@ def build(root: Path = RECORDS, *, resamples: int = RESAMPLES) -> str:
         f"Generated by `experiments/claims.py` (`make claims`) from {files} committed record file(s) in "
         f"`experiments/records/` (studies: {studies}) under [ANALYSIS_PLAN.md](ANALYSIS_PLAN.md); do not edit by "
         f"hand: `tests/test_claims.py` checks that this section is the script's output. Intervals: hierarchical "
-        f"bootstrap over identification draws and examples ({resamples:,} resamples), hulled with Newcombe's "
+        f"bootstrap over identification draws and examples ({resamples:,} resamples{f', seed {seed}' if seed else ''}),"
+        " hulled with Newcombe's "
         "interval for 0/1 metrics (Wilson's for one proportion; rule of three when nothing changed). Decisions: "
         "supports / contradicts / inconclusive per the plan's rule; adjusted: Holm within each family (§6) on the "
         "contradicting side, and on the supporting side of secondary families only (a part is an intersection-union "
-        "test; amendment of 2026-12-06). \"not run\": no committed records yet.", "",
-        *_verdict_lines(table), "", hardware_line(tree), "", code_line(tree), "", *table, "",
+        "test; amendment of 2026-12-06). \"not run\": no committed records yet. Monte Carlo error "
+        "(`mathneuro.report.mcerror`): each bootstrap p-value's 95 % binomial (Wilson) interval over the resamples, "
+        "each interval end's 95 % order-statistic interval (the half-widths are shown); a decision those would "
+        f"make otherwise reads \"{AT_MARGIN}\", not decided. A comparison whose draws pair records of two kinds "
+        "of machine (name and CPU kernel flags) is refused unless the plan names the pairing; the decision it would "
+        "have had is shown as context.", "",
+        *_verdict_lines(verdicts), "", hardware_line(tree), "", code_line(tree), "", *table, "",
+        *refused_lines(rows, pairings), "", *margin_note(rows), *([""] if margin_note(rows) else []),
         "#### Every test (D = draws, n = examples common to every draw; up / down = examples changed each way, "
-        "summed over draws)", "", *_test_rows(rows, resamples), "",
+        "summed over draws)", "", *test_rows(rows, resamples), "",
     ]
     return "\n".join(lines)
+
+
+def seed_verdicts(root: Path = RECORDS, *, seeds: int = 5, resamples: int = RESAMPLES,
+                  plan: Path = PLAN) -> dict[int, dict[str, str]]:
+    """``{seed: {test or claim: decision}}`` of the table rebuilt with bootstrap seeds 0..seeds-1 (each test's
+    decision and adjusted decision, a refused test's across kinds, each claim's verdict): what the Monte Carlo
+    error leaves of the verdicts."""
+    tree, pairings = read_tree(root), plan_pairings(plan)
+    out: dict[int, dict[str, str]] = {}
+    for seed in range(seeds):
+        rows = evaluate(plan_tests(), tree, resamples=resamples, seed=seed, pairings=pairings)
+        got = {f"claim {c}": v for c, v in _claim_rows(rows, claim4(tree), claim5(tree))[1].items()}
+        for r in rows:
+            across = r.get("across") or {}
+            got[r["test"].id] = f"{r['decision'] or across.get('decision')} / {r['holm'] or across.get('holm')}"
+        out[seed] = got
+    return out
 
 
 def readme_section(text: str) -> str:
@@ -415,7 +411,17 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="write the section into experiments/README.md")
     mode.add_argument("--check", action="store_true", help="exit 1 if the README's section differs")
+    mode.add_argument("--seeds", type=int, metavar="N", help="rebuild with bootstrap seeds 0..N-1: print every "
+                      "decision that differs between seeds (exit 1 if any does)")
     args = parser.parse_args(argv)
+    if args.seeds:
+        by_seed = seed_verdicts(Path(args.records), seeds=args.seeds)
+        keys = list(by_seed[0])
+        moved = [k for k in keys if len({v[k] for v in by_seed.values()}) > 1]
+        for k in keys:
+            print(f"{k}: {' | '.join(by_seed[s][k] for s in by_seed)}{'   <- differs' if k in moved else ''}")
+        print(f"{len(moved)} of {len(keys)} decisions differ between {args.seeds} seeds ({RESAMPLES:,} resamples)")
+        return 1 if moved else 0
     section = build(Path(args.records))
     if args.write:
         print(f"{'updated' if write_readme(section) else 'unchanged'}: {README}")

@@ -17,7 +17,8 @@
   draws) as a header-only record in ``identification`` (M's size and its spread over blocks);
 - M's overlap across draws at N = 1, 10 and 100 (claim 5's stage; claim 1's selections stand in for a draw at
   N = 100 it lacks) as the table
-  ``data_efficiency/amended_mmlu``.
+  ``data_efficiency/amended_mmlu``, and as per-matrix ``overlap`` records of every pair of draws
+  (``data_efficiency/overlap__*``, :mod:`mathneuro.report.overlap_records`), from which claims.py rebuilds claim 5.
 
 Only complete points are packed, and packing is deterministic, so rerunning it after more points
 finish only adds (or, for the baseline, replaces) files.
@@ -35,10 +36,12 @@ from pathlib import Path
 
 from mathneuro.models.devices import cpu_hardware, machine_kind
 from mathneuro.report.efficiency import efficiency_table, write_efficiency_csv
+from mathneuro.report.overlap_records import write_pairs
 from mathneuro.report.paired import point_records
 from mathneuro.report.records import (
     SELECTION_KEPT,
     SUFFIX,
+    machine_labels,
     pack_baseline,
     pack_sweep,
     pack_table,
@@ -188,6 +191,7 @@ def _identifications(root: Path, folder: Path) -> list[Path]:
         header = {"kind": "point", "study": "identification", "name": name, "point": point, "selection": selection,
                   "method_facts": result.get("method_facts"), "source": str(result.get("_job")),
                   **{k: result[k] for k in ("hardware", "provenance") if result.get(k)}}
+        header.update(machine_labels(header))  # its kind of machine, named in the header
         folder.mkdir(parents=True, exist_ok=True)
         if (folder / f"{name}{SUFFIX}").exists():  # the first computation stays (bf16 rounding differs by machine)
             continue
@@ -207,6 +211,7 @@ def _efficiency(root: Path, folder: Path) -> Path | None:
     if not any(int((r.get("point") or {}).get("num_samples") or 0) == 100 for r in results):
         print("claim 5: not packed yet (its N = 100 reference is claim 1's points, none finished)", file=sys.stderr)
         return None
+    write_pairs(results, folder)  # claim 5's per-matrix overlap records, from which claims.py rebuilds it
     rows = [r for r in efficiency_table(results, reference_samples=100) if r.get("filter") == "mmlu"]
     if not rows:
         return None

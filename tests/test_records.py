@@ -200,6 +200,8 @@ def test_the_amended_pack_commits_the_baseline_before_the_points_and_keeps_one_a
     for study in ("prune", "scale", "generalisation"):
         latest = [p for p in records.read_study(out / study) if p.kind == "baseline" and len(p.header["tasks"]) == 2]
         assert len(latest) == 1 and latest[0].header["task_hardware"] == {"hellaswag": amx}
+        assert latest[0].header["task_machines"] == {  # named at pack time; flags never invented
+            "hellaswag": "Intel(R) Xeon(R) Processor (CPU flags not recorded)", "race": "not recorded"}
         assert sum(v["acc"] for v in latest[0].task("hellaswag").values()) == 1.0
     assert first.exists() and not unpaired.exists()
 
@@ -284,3 +286,19 @@ def test_a_stage_reruns_only_the_points_whose_records_are_not_packed(tmp_path: P
     assert unpacked("generalisation", "race", "0", "-", "mathneuro") == "mathneuro"  # another filter
     assert unpacked("generalisation", "mmlu", "0", "-", "mathneuro", "random") == ""  # any task
     assert unpacked("scale", "mmlu", "0", "gsm8k_cot", "mathneuro") == "mathneuro"  # no such study yet
+
+
+def test_record_headers_name_their_machine_and_older_ones_are_labelled_from_their_own_fields(tmp_path: Path) -> None:
+    """label_machines: a header gains the labels packing writes now, from its own hardware fields (noted hardware
+    says so); example lines stay as they were; a second pass changes nothing."""
+    epyc = {"device": "cpu", "device_name": "AMD EPYC", "cpu_flags": ["avx512_bf16"], "dtype": "bfloat16"}
+    point = records.write_packed(tmp_path / "p.jsonl.gz", {"kind": "point", "name": "p", "hardware": epyc},
+                                 [{"task": "race", "doc_id": 0, "acc": 1}])
+    base = records.write_packed(tmp_path / "b.jsonl.gz", {"kind": "baseline", "name": "b", "tasks": ["race", "mmlu"],
+                                                         "task_hardware": {"race": {**epyc, "noted": "stop 47"}}}, [])
+    assert records.label_machines(point) and records.label_machines(base)
+    assert not records.label_machines(point) and not records.label_machines(base)
+    labelled = records.read_packed(point)
+    assert labelled.header["machine"] == "AMD EPYC (avx512_bf16)" and labelled.task("race") == {0: {"acc": 1}}
+    assert records.read_packed(base).header["task_machines"] == {
+        "race": "AMD EPYC (avx512_bf16), noted, not recorded", "mmlu": "not recorded"}

@@ -7,10 +7,14 @@ A study is a folder ``<root>/<study>/`` (``experiments/records/`` in this reposi
   scalar, seed, num_samples[, reference, share]}, "metrics", "baseline_metrics", "selection": {counts,
   fractions, per_layer, per_module}, "objective", "hardware", "timings", "sample_ids_hash",
   "tasks": {task: side}, "baseline": <name of the baseline file>, "source": <run dir>, "provenance",
-  "computed_elsewhere"[, "runs": [{source, tasks, hardware, provenance, timings, ...}]]}``: ``runs`` where
-  the point's tasks were evaluated in several runs (its metrics are all of theirs; the other fields the first's)
-- ``{"kind": "baseline", ...}``: the unedited model's records that points name; ``{"kind": "table",
-  ...}``: rows of a table (e.g. ``data_efficiency.csv``), one per line.
+  "computed_elsewhere", "machine"[, "runs": [{source, tasks, machine, hardware, provenance, timings, ...}]]}``:
+  ``runs`` where the point's tasks were evaluated in several runs (its metrics are all of theirs; the other
+  fields the first's); ``machine``: the kind of machine (:func:`mathneuro.report.machines.kind_key`: name and CPU
+  kernel flags), "<kind>, noted, not recorded" for hardware noted after the run, "not recorded" without any
+- ``{"kind": "baseline", ..., "machine" or "task_machines": {task: machine}}``: the unedited model's records
+  that points name; ``{"kind": "table",
+  ...}``: rows of a table (e.g. ``data_efficiency.csv``), one per line; ``{"kind": "overlap", ...}``: two
+  draws' selections counted per weight matrix (claim 5; :mod:`mathneuro.report.overlap_records`).
 - examples: ``{"task", "doc_id"[, "subtask"], <metric>: number | [number, number], ...}``: numbers
   only (booleans as 0/1; a pair such as ``[loglikelihood, words]`` for a perplexity). Strings (model
   answers) are left out; a group's subtask files are left out where the pooled group file holds them.
@@ -34,13 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from mathneuro.data import read_jsonl
+from mathneuro.report.machines import machine_of
 from mathneuro.report.paired import point_records
 from mathneuro.report.sweep import load_results
 from mathneuro.results.schema import SELECTION_FIELDS
 from mathneuro.util.io import atomic_write
 
 SUFFIX = ".jsonl.gz"
-KINDS = ("point", "baseline", "table")
+KINDS = ("point", "baseline", "table", "overlap")
 SELECTION_KEPT = (*SELECTION_FIELDS, "num_parameters_upstream", "per_layer", "per_module")
 HEADER_FIELDS = ("metrics", "baseline_metrics", "objective", "hardware", "timings", "sample_ids_hash", "method_facts",
                  "provenance", "computed_elsewhere", "baseline_hardware", "baseline_provenance")
@@ -198,10 +203,12 @@ def _point_header(study: str, name: str, runs: list[_Run]) -> dict:
             elsewhere.update(run.result.get("computed_elsewhere") or {})
         fields["computed_elsewhere"] = elsewhere or None
         fields["runs"] = [{"source": str(run.result.get("_job")), "tasks": sorted(run.recs.tasks),
+                           "machine": machine_of(run.result.get("hardware")).label,
                            **{f: run.result[f] for f in RUN_FIELDS if run.result.get(f) is not None}}
                           for run in runs]
     return _header("point", study, name, point=first.get("point"), selection=selection, tasks=tasks,
-                   baseline=runs[0].baseline, source=str(first.get("_job")), **fields)
+                   baseline=runs[0].baseline, source=str(first.get("_job")),
+                   machine=machine_of(first.get("hardware")).label, **fields)
 
 
 def pack_sweep(sources: str | Path | Iterable[str | Path], out_dir: str | Path, *, study: str,
@@ -236,9 +243,11 @@ def pack_sweep(sources: str | Path | Iterable[str | Path], out_dir: str | Path, 
                     digest = hashlib.sha1("".join(_dumps(x) for x in lines).encode()).hexdigest()[:10]
                     baselines[key] = f"baseline-{digest}"
                     point = result.get("point") or {}
+                    hardware = result.get("baseline_hardware") or result.get("hardware")  # where it was computed
                     header = _header("baseline", study, baselines[key], point={"model": point.get("model")},
-                                     metrics=result.get("baseline_metrics"), hardware=result.get("hardware"),
-                                     tasks=recs.tasks, source=recs.baseline_dir.name)
+                                     metrics=result.get("baseline_metrics"), hardware=hardware,
+                                     machine=machine_of(hardware).label, tasks=recs.tasks,
+                                     source=recs.baseline_dir.name)
                     written.append(write_packed(out / f"{baselines[key]}{SUFFIX}", header, lines))
                 base_name = baselines[key]
             by_name.setdefault(point_name(result.get("point") or {}), []).append(_Run(result, recs, base_name))
@@ -283,7 +292,8 @@ def pack_baseline(task_dirs: Mapping[str, str | Path], out_dir: str | Path, *, s
     digest = hashlib.sha1("".join(_dumps(x) for x in lines).encode()).hexdigest()[:10]
     name = f"baseline-{digest}"
     header = _header("baseline", study, name, point={"model": model}, metrics=metrics, tasks=tasks,
-                     source="baseline_eval", task_hardware=hardware or None, task_provenance=code or None)
+                     source="baseline_eval", task_hardware=hardware or None, task_provenance=code or None,
+                     task_machines={task: machine_of(hardware.get(task)).label for task in tasks})
     return write_packed(Path(out_dir) / f"{name}{SUFFIX}", header, lines)
 
 
@@ -303,6 +313,35 @@ def pack_table(csv_path: str | Path, out_dir: str | Path, *, study: str, name: s
     return write_packed(Path(out_dir) / f"{_safe(name)}{SUFFIX}", header, rows)
 
 
+def machine_labels(header: Mapping[str, Any]) -> dict[str, Any]:
+    """The machine labels a header gets at pack time, from its own hardware fields only (never invented): a
+    point's ``machine`` (and each run's), a task-by-task baseline's ``task_machines``, another baseline's
+    ``machine``. Empty for a table or an overlap record."""
+    kind = header.get("kind")
+    if kind == "point":
+        out: dict[str, Any] = {"machine": machine_of(header.get("hardware")).label}
+        if header.get("runs"):
+            out["runs"] = [{**run, "machine": machine_of(run.get("hardware")).label} for run in header["runs"]]
+        return out
+    if kind == "baseline" and (header.get("task_hardware") is not None or header.get("source") == "baseline_eval"):
+        task_hw = header.get("task_hardware") or {}
+        return {"task_machines": {t: machine_of(task_hw.get(t)).label for t in header.get("tasks") or []}}
+    return {"machine": machine_of(header.get("hardware")).label} if kind == "baseline" else {}
+
+
+def label_machines(path: str | Path) -> bool:
+    """Add :func:`machine_labels` to a packed file's header (records packed before headers named their
+    machine); every other line is kept as it is. True when the file changed."""
+    path = Path(path)
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        lines = [json.loads(line) for line in fh if line.strip()]
+    header = {**lines[0], **machine_labels(lines[0])}
+    if header == lines[0]:
+        return False
+    write_packed(path, header, lines[1:])
+    return True
+
+
 # ------------------------------------------------------------------------------------ reading
 def read_packed(path: str | Path) -> Packed:
     """One packed file."""
@@ -313,7 +352,7 @@ def read_packed(path: str | Path) -> Packed:
         raise ValueError(f"{path}: not a packed records file (its first line is no header of kind {KINDS})")
     header, body = lines[0], lines[1:]
     packed = Packed(str(header.get("name") or path.name[: -len(SUFFIX)]), header)
-    if packed.kind == "table":
+    if packed.kind in ("table", "overlap"):  # rows: a table's, or an overlap's per-matrix counts
         packed.rows = body
         return packed
     for line in body:

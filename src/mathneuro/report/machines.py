@@ -1,0 +1,118 @@
+"""Kinds of machine in the committed records, and the pairings of kinds an analysis plan names.
+
+bf16 rounds differently on CPUs with different kernel units (AMX against AVX512-BF16): the unedited model
+alone, evaluated on an AMD EPYC and an Intel Xeon with AMX, answers 5 of 300 GSM8K questions, 3 of 154 MATH
+problems and 20 of 1,140 MMLU questions differently. A paired difference of two records from different kinds
+of machine carries that difference in its estimate, so the claims table pairs records of one kind only,
+unless the plan names the pairing (:func:`parse_pairings`).
+
+- :func:`kind_key` is THE kind: the device's name with its CPU's kernel flags (``cpu_flags``, the features
+  that pick the bf16 kernels), e.g. ``AMD EPYC (avx512_bf16+avx512f+avx2)``; a CPU recorded without its
+  flags is ``<name> (CPU flags not recorded)``, never given flags it did not record; a GPU is its name.
+  Two records are of one kind when their keys are equal; a record without hardware has no key.
+- :func:`task_machine` reads which machine computed one task of a packed record: a point's own (or the
+  run of its ``runs`` that evaluated the task), a baseline's ``task_hardware`` entry (or its ``hardware``).
+  Hardware noted after the run (a ``noted`` field) keeps its key and is labelled "noted, not recorded".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mathneuro.models.devices import machine_kind
+
+if TYPE_CHECKING:  # records.py labels machines at pack time: no import cycle at run time
+    from mathneuro.report.records import Packed
+
+NOT_RECORDED = "not recorded"
+NOTED = "noted, not recorded"
+#: The fenced block of an analysis plan that names cross-kind pairings (a JSON list; see :func:`parse_pairings`).
+PAIRINGS_BLOCK = "cross-kind-pairings"
+
+
+def kind_key(hardware: Mapping[str, Any] | None) -> str | None:
+    """The kind of machine of a record's ``hardware`` (see the module docstring); None where none is recorded.
+    The kind is :func:`mathneuro.models.devices.machine_kind` (the runs' own same-machine checks use it), with
+    "(CPU flags not recorded)" written out where a CPU record carries no ``cpu_flags``: the same partition of
+    machines, said so that nobody reads an unflagged CPU as one without bf16 units."""
+    kind = machine_kind(dict(hardware) if hardware else None)
+    if kind is None or hardware.get("cpu_flags"):
+        return kind
+    on_cpu = str(hardware.get("device") or "cpu").startswith("cpu") and "cuda" not in hardware
+    return f"{kind} (CPU flags not recorded)" if on_cpu else kind
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The machine that computed one task of one record: its kind (None: not recorded) and how it is known."""
+
+    key: str | None
+    how: str = "recorded"  # recorded | noted, not recorded | not recorded
+
+    @property
+    def label(self) -> str:
+        if self.key is None:
+            return NOT_RECORDED
+        return self.key if self.how == "recorded" else f"{self.key}, {self.how}"
+
+
+def machine_of(hardware: Mapping[str, Any] | None) -> Machine:
+    """The machine of one ``hardware`` record (its kind, and whether it was recorded or noted)."""
+    key = kind_key(hardware)
+    if key is None:
+        return Machine(None, NOT_RECORDED)
+    return Machine(key, NOTED if (hardware or {}).get("noted") else "recorded")
+
+
+def task_machine(packed: Packed, task: str) -> Machine:
+    """The machine that computed ``task`` of ``packed`` (a point's run that evaluated it, a baseline's task)."""
+    header = packed.header
+    if packed.kind == "baseline":
+        return machine_of((header.get("task_hardware") or {}).get(task) or header.get("hardware"))
+    for run in header.get("runs") or []:
+        if task in (run.get("tasks") or ()):
+            return machine_of(run.get("hardware"))
+    return machine_of(header.get("hardware"))
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """A cross-kind pairing the plan names: these tests (plan labels such as ``1a``) may pair these two kinds."""
+
+    tests: tuple[str, ...]
+    kinds: frozenset[str]
+    amendment: str = ""
+
+    def allows(self, group: str, a: str | None, b: str | None) -> bool:
+        return group in self.tests and a is not None and b is not None and frozenset((a, b)) == self.kinds
+
+
+def parse_pairings(plan_text: str) -> list[Pairing]:
+    """The cross-kind pairings a plan names: every fenced block whose info string is ``cross-kind-pairings``
+    holds a JSON list of ``{"tests": ["1a", ...], "kinds": ["<kind A>", "<kind B>"], "amendment": "<date>"}``
+    (kinds as :func:`kind_key` writes them). No such block: no pairing is named (the default). Raises
+    ValueError naming the block's problem."""
+    out: list[Pairing] = []
+    for block in re.findall(rf"^```{PAIRINGS_BLOCK}[ \t]*\n(.*?)^```", plan_text, flags=re.M | re.S):
+        try:
+            entries = json.loads(block)
+        except ValueError as err:
+            raise ValueError(f"{PAIRINGS_BLOCK} block: not JSON ({err})") from None
+        for entry in entries if isinstance(entries, list) else [entries]:
+            tests, kinds = entry.get("tests") if isinstance(entry, dict) else None, (entry or {}).get("kinds")
+            if not isinstance(tests, list) or not isinstance(kinds, list) or len(kinds) != 2:
+                raise ValueError(f"{PAIRINGS_BLOCK} block: entry {entry!r} needs \"tests\": [...] and two \"kinds\"")
+            out.append(Pairing(tuple(map(str, tests)), frozenset(map(str, kinds)), str(entry.get("amendment", ""))))
+    return out
+
+
+def allowed(pairings: Iterable[Pairing], group: str, a: Machine, b: Machine) -> bool:
+    """Whether a test (its plan label ``group``) may pair a record computed on ``a`` with one on ``b``: the
+    same recorded kind, or a pairing the plan names. A machine not recorded pairs with nothing."""
+    if a.key is None or b.key is None:
+        return False
+    return a.key == b.key or any(p.allows(group, a.key, b.key) for p in pairings)
