@@ -26,8 +26,10 @@ from mathneuro.report.claims import (
     PART_REFUSED,
     REFUSED,
     Test,
+    adjust_families,
     claim_verdict,
     evaluate,
+    evaluate_test,
     part_status,
 )
 from mathneuro.report.claims_table import (
@@ -38,6 +40,7 @@ from mathneuro.report.claims_table import (
     refused_lines,
     test_rows,
 )
+from mathneuro.report.confirm import Amendment, confirm_tree, differ_text, read_amendment, require_draws
 from mathneuro.report.machines import Pairing, parse_pairings
 from mathneuro.report.overlap_records import overlap_shares
 from mathneuro.report.records import Packed, read_tree
@@ -156,8 +159,9 @@ def _generalisation_tests() -> list[Test]:
 
 
 # -------------------------------------------------------------------------- claims 4 and 5 (rules)
-def claim4(tree: Mapping[str, Sequence[Packed]]) -> dict:
-    """M's share of the upstream parameters and its spread over blocks, per draw and filter (§5.4)."""
+def claim4(tree: Mapping[str, Sequence[Packed]], band: tuple[float, float] = (1.2, 2.1)) -> dict:
+    """M's share of the upstream parameters and its spread over blocks, per draw and filter (§5.4); ``band``:
+    the share's band in percent of the upstream parameters (the plan's)."""
     draws: dict[str, list[dict]] = {}
     for packed in tree.get("identification") or []:  # header-only records of every identification (pack_amended.py)
         p = packed.point
@@ -180,8 +184,9 @@ def claim4(tree: Mapping[str, Sequence[Packed]]) -> dict:
             "low": min(shares), "high": max(shares)})
     if not draws:
         return {"status": NOT_RUN, "parts": {"share": NOT_RUN, "spread": NOT_RUN}, "draws": {}}
-    inside = [lo_ok for rows in draws.values() for lo_ok in (0.012 <= r["upstream"] <= 0.021 for r in rows)]
-    outside_filter = any(all(not 0.012 <= r["upstream"] <= 0.021 for r in rows) for rows in draws.values())
+    low, high = band[0] / 100, band[1] / 100
+    inside = [lo_ok for rows in draws.values() for lo_ok in (low <= r["upstream"] <= high for r in rows)]
+    outside_filter = any(all(not low <= r["upstream"] <= high for r in rows) for rows in draws.values())
     share = "supported" if all(inside) else "contradicted" if outside_filter else "inconclusive"
     rows = [r for rs in draws.values() for r in rs]
     spread = ("supported" if all(0.5 <= r["low"] and r["high"] <= 2 for r in rows) else
@@ -189,10 +194,9 @@ def claim4(tree: Mapping[str, Sequence[Packed]]) -> dict:
     return {"status": "ok", "parts": {"share": share, "spread": spread}, "draws": draws}
 
 
-def _claim5_at(tree: Mapping[str, Sequence[Packed]]) -> tuple[dict[int, dict], str]:
+def _claim5_at(packs: Sequence[Packed]) -> tuple[dict[int, dict], str]:
     """``({N: row}, source)``: from the committed per-matrix overlap records where there are any (every verdict
     rebuilt from records), else from the aggregated table (its selections are not committed)."""
-    packs = tree.get("data_efficiency") or []
     if any(p.kind == "overlap" for p in packs):
         shares = overlap_shares(packs, {"model": MODEL, "filter": "mmlu", "top_k": 0.15, "method": "mathneuro"})
         at = {n: {"a_in_b_mean": shares[(n, "M")]["share"], "pairs": shares[(n, "M")]["pairs"],
@@ -209,11 +213,12 @@ def _claim5_at(tree: Mapping[str, Sequence[Packed]]) -> tuple[dict[int, dict], s
     return at, "table"
 
 
-def claim5(tree: Mapping[str, Sequence[Packed]]) -> dict:
+def claim5(tree: Mapping[str, Sequence[Packed]], study: str = "data_efficiency") -> dict:
     """The share of one draw's M in another's at N = 1, 10, 100 (K = 15 %, MMLU filter; §5.5), from the
-    per-matrix overlap records (:mod:`mathneuro.report.overlap_records`) or, without them, the aggregated table."""
+    per-matrix overlap records (:mod:`mathneuro.report.overlap_records`) or, without them, the aggregated table
+    (``study``: the records' study in ``tree``)."""
     try:
-        at, source = _claim5_at(tree)
+        at, source = _claim5_at(tree.get(study) or [])
     except ValueError as err:
         return {"status": f"not judged: {err}", "parts": {"overlap": "not judged"}, "at": {}, "source": "records"}
     # an N with fewer than two draws so far (claim 1's N = 100 selections finish one point at a time) has no overlap
@@ -248,12 +253,15 @@ SECTIONS = {"1": "§5.1", "2": "§5.2", "2 (LAPE)": "§5.2, §10", "3": "§5.3",
 LATER_AMENDMENTS = {"3": ("2026-12-07",), "6": ("2026-12-07",)}  # 3: its own CPU's baseline; 6: EGSM's metric name
 
 
-def _verdict_lines(verdicts: Mapping[str, str]) -> list[str]:
-    """One line per claim: its adjusted verdict and the plan's section (experiments/README.md's summary)."""
+def _verdict_lines(verdicts: Mapping[str, str], confirmatory: Mapping[str, str] | None = None) -> list[str]:
+    """One line per claim: its adjusted verdict and the plan's section (experiments/README.md's summary), and the
+    confirmatory amendment's verdict where it has one."""
     lines = []
     for cid, statement, _, _ in CLAIMS:
         amended = ", ".join(("2026-12-06", *LATER_AMENDMENTS.get(cid, ())))
-        lines.append(f"- **Claim {cid}** ({SECTIONS[cid]}, amended {amended}): {verdicts[cid]}. {statement}.")
+        confirm = (confirmatory or {}).get(cid)
+        also = f"; confirmatory (amendment of 2026-12-07): **{confirm}**" if confirm else ""
+        lines.append(f"- **Claim {cid}** ({SECTIONS[cid]}, amended {amended}): {verdicts[cid]}{also}. {statement}.")
     return lines
 
 
@@ -332,8 +340,141 @@ def _claim5_numbers(c5: dict) -> str:
             f"math top-K sets (secondary): {top}; {source}")
 
 
+# ------------------------------------------------------------- the confirmatory amendment (2026-12-07)
+def confirm_tests(am: Amendment) -> list[Test]:
+    """Claim 1's tests 1a-1d (1b decided at the amendment's factor), 1b at each reported factor (role
+    ``reported``: shown, never in a part or a family), claim 1's context rows, and test 6d (one test, no
+    family), at the amendment's sizes; ids end in "(confirm)"."""
+    sel = {"intervention": "prune", "top_k": 0.15, "filter": "mmlu"}
+    m, c, n = {**sel, "method": "mathneuro"}, " (confirm)", am.sizes
+
+    def one(id_: str, group: str, claim: str, part: str, title: str, study: str, select: Mapping[str, Any],
+            reference: str, tasks: Sequence[str], metric: str, rule: str, **kw: Any) -> Test:
+        return _t(id_ + c, group, claim, part, title, study, select, reference, tasks, metric, rule,
+                  min_n=n[tasks[0]], **kw)
+
+    tests = [one("1a", "1a", "1", "math", "M − random, GSM8K", "prune", m, "random", GSM8K, STRICT, "direction",
+                 expect="lower", family="C1-math"),
+             one("1b", "1b", "1", "math", f"M's GSM8K accuracy vs {am.decides_1b:.2f} × unedited", "prune", m,
+                 "baseline", GSM8K, STRICT, "proportion", factor=am.decides_1b, family="C1-math"),
+             one("1c", "1c", "1", "non-math", "M − random, RACE-high", "prune", m, "random", RACE, "acc", "equivalence",
+                 margin=0.05, family="C1-nonmath"),
+             one("1d", "1d", "1", "non-math", "M − random, MMLU", "prune", m, "random", MMLU, "acc", "equivalence",
+                 margin=0.05, family="C1-nonmath")]
+    tests += [one(f"1b @ {f:.2f}", "1b", "1", "math", f"M's GSM8K accuracy vs {f:.2f} × unedited (reported, not "
+                  "decided)", "prune", m, "baseline", GSM8K, STRICT, "proportion", factor=f, role="reported")
+              for f in am.reported_1b]
+    for who, label in (("mathneuro", "M"), ("random", "random")):
+        tests += [one(f"1ctx {label} {name}", "1ctx", "1", "", f"{label} − unedited, {name}", "prune",
+                      {**sel, "method": who}, "baseline", tasks, metric, "context", role="context")
+                  for name, tasks, metric in (("GSM8K", GSM8K, STRICT), ("RACE-high", RACE, "acc"), ("MMLU", MMLU, "acc"))]
+    tests.append(one("6d MATH", "6d", "6", "math", "M − unedited vs −0.5 × (unedited − chance), MATH",
+                     "generalisation", m, "baseline", MATH, "math_verify", "threshold", factor=-0.5, chance=0.0))
+    return tests
+
+
+def _confirm_rows(am: Amendment, tree: Mapping[str, Sequence[Packed]], resamples: int, seed: int,
+                  pairings: Sequence[Pairing]) -> list[dict]:
+    """The confirm tests' rows: Holm within claim 1's families; 6d (no family) decided as it stands; a test
+    with fewer draws than the amendment names is not judged."""
+    rows = [evaluate_test(t, tree, resamples=resamples, seed=seed, pairings=pairings) for t in confirm_tests(am)]
+    planned = {**{g: len(am.seeds["claim1"]) for g in ("1a", "1b", "1c", "1d", "1ctx")}, "6d": len(am.seeds["6d"])}
+    rows = adjust_families(require_draws(rows, planned))
+    for row in rows:
+        if row["test"].family is None and row["test"].role == "primary" and row["status"] == "ok":
+            row["holm"] = row["decision"]
+    return rows
+
+
+def _confirm_claim1(am: Amendment, rows: Sequence[dict], amended: str) -> tuple[str, str]:
+    mine = [r for r in rows if r["test"].claim == "1"]
+    seeds = ", ".join(map(str, am.seeds["claim1"]))
+    head = f"- **Claim 1** (confirmatory: tests 1a-1d on draws {seeds}, their own unedited baseline)"
+    if all(r["status"] == NOT_RUN for r in mine):
+        return NOT_RUN, f"{head}: not run (no records under `{am.records}/prune`)."
+    shown, verdict, adjusted = _tested_claim(mine, ("math", "non-math"))
+    reported = "; ".join(f"{r['test'].title}: {r['decision'] or r['status']}"
+                         + (f" ({estimate_text(r)}, t = {r['threshold']:.3f})" if r["status"] == "ok" else "")
+                         for r in mine if r["test"].role == "reported")
+    return adjusted, (f"{head}: **{adjusted}** (unadjusted: {verdict}; {shown}; 1b decided at {am.decides_1b:.2f} × "
+                      f"unedited). Key numbers: {_key_numbers(mine)}. {reported}. {differ_text(adjusted, amended)}")
+
+
+def _confirm_claim4(am: Amendment, tree: Mapping[str, Sequence[Packed]], amended: str) -> tuple[str, str]:
+    head = f"- **Claim 4** (confirmatory: identifications of draws {', '.join(map(str, am.seeds['claim4']))})"
+    by_band = {name: claim4(tree, band) for name, band in am.bands.items()}
+    decides = by_band[am.decides_band]
+    if decides["status"] == NOT_RUN:
+        return NOT_RUN, f"{head}: not run (no records under `{am.records}/identification`)."
+    if decides["status"] != "ok":
+        return decides["status"], f"{head}: {decides['status']}. {differ_text(decides['status'], amended)}"
+    verdict = claim_verdict(list(decides["parts"].values()))
+    lo, hi = am.bands[am.decides_band]
+    others = "; ".join(f"against the {name}'s band [{b[0]}, {b[1]}] % (reported, not decided): share "
+                       f"{by_band[name]['parts']['share']}" for name, b in am.bands.items() if name != am.decides_band)
+    return verdict, (f"{head}: **{verdict}** (descriptive rule, no test; decided on the {am.decides_band}'s band "
+                     f"[{lo}, {hi}] % of the upstream parameters: share {decides['parts']['share']}, spread "
+                     f"{decides['parts']['spread']}); {others}. Numbers: {_claim4_numbers(decides)}. "
+                     f"{differ_text(verdict, amended)}")
+
+
+def _confirm_claim5(am: Amendment, tree: Mapping[str, Sequence[Packed]], amended: str) -> tuple[str, str]:
+    draws = len(am.seeds["claim5"])
+    head = f"- **Claim 5** (confirmatory: draws {', '.join(map(str, am.seeds['claim5']))}, per-matrix records)"
+    c5 = claim5(tree, study="pairs")
+    if c5["status"] == NOT_RUN and not c5.get("at"):
+        return NOT_RUN, f"{head}: not run (no records under `{am.records}/{am.claim5_records}`)."
+    short = [n for n in am.num_samples if (c5.get("at") or {}).get(n, {}).get("pairs") != draws * (draws - 1) // 2]
+    if c5["status"] == "ok" and short:
+        c5 = {**c5, "status": NOT_RUN, "parts": {"overlap": "incomplete"}}
+    verdict = claim_verdict(list(c5["parts"].values())) if c5["status"] in ("ok", NOT_RUN) else c5["status"]
+    pairs = f" (fewer than the {draws * (draws - 1) // 2} pairs of draws at N = {short})" if short else ""
+    return verdict, (f"{head}: **{verdict}**{pairs} (descriptive rule, no test). Numbers: {_claim5_numbers(c5)}. "
+                     f"{differ_text(verdict, amended)}")
+
+
+def _confirm_claim6(am: Amendment, rows: Sequence[dict], plan_rows: Sequence[dict], amended: str) -> tuple[str, str]:
+    new = [r for r in rows if r["test"].claim == "6"]
+    head = (f"- **Claim 6** (confirmatory: test {', '.join(am.replaces)} on {am.sizes['minerva_math']} fresh MATH "
+            f"problems, draws {', '.join(map(str, am.seeds['6d']))}, replacing the amended plan's; its other tests "
+            "keep their committed results)")
+    if all(r["status"] == NOT_RUN for r in new):
+        return NOT_RUN, f"{head}: not run (no records under `{am.records}/generalisation`)."
+    kept = [r for r in plan_rows if r["test"].claim == "6" and r["test"].group not in am.replaces]
+    shown, verdict, adjusted = _tested_claim([*kept, *new], ("math", "non-math"))
+    (d,) = [r for r in new if r["test"].role == "primary"]
+    numbers = f"{estimate_text(d)}, t = {d['threshold']:+.3f}" if d["status"] == "ok" else d["status"]
+    return adjusted, (f"{head}: **{adjusted}** (unadjusted: {verdict}; {shown}). 6d: {d['decision'] or d['status']} "
+                      f"({numbers}). {differ_text(adjusted, amended)}")
+
+
+def confirm_section(am: Amendment | None, root: Path, plan_rows: Sequence[dict], verdicts: Mapping[str, str], *,
+                    resamples: int, seed: int, plan_text: str) -> tuple[list[str], dict[str, str]]:
+    """The README lines of the confirmatory amendment (one per claim; its tests' rows once any has records)
+    and its verdicts by claim (those not run left out)."""
+    if am is None:
+        return [], {}
+    tree = confirm_tree(root, am)
+    pairings = parse_pairings(plan_text, am.records)
+    rows = _confirm_rows(am, tree, resamples, seed, pairings)
+    got = {"1": _confirm_claim1(am, rows, verdicts["1"]), "4": _confirm_claim4(am, tree, verdicts["4"]),
+           "5": _confirm_claim5(am, tree, verdicts["5"]), "6": _confirm_claim6(am, rows, plan_rows, verdicts["6"])}
+    files = sum(len(v) for v in tree.values())
+    lines = [f"#### The confirmatory amendment ({am.id})", "",
+             f"Claims 1, 4, 5 and test 6d again on fresh examples and fresh draws, one machine kind per comparison "
+             f"(ANALYSIS_PLAN.md, amendment \"2026-12-07 (confirmatory)\"; sizes, draws and bands read from its "
+             f"machine-readable block), from {files} record file(s) under `{am.records}/`. Beside each, the amended "
+             "plan's verdict; where they differ, both are stated and this amendment's is the confirmatory one. "
+             "Claims 2 and 3 and claim 6's other tests are not run again.", "",
+             *(line for _, line in got.values()), ""]
+    if files:
+        lines += [hardware_line(tree), "", *refused_lines(rows, pairings), "", *margin_note(rows),
+                  *([""] if margin_note(rows) else []), *test_rows(rows, resamples), ""]
+    return lines, {c: v for c, (v, _) in got.items() if v != NOT_RUN}
+
+
 def plan_pairings(plan: Path = PLAN) -> list[Pairing]:
-    """The cross-kind pairings the plan names (none when it has no ``cross-kind-pairings`` block)."""
+    """The cross-kind pairings the plan names for the amended plan's records (none when it names none)."""
     return parse_pairings(plan.read_text()) if plan.is_file() else []
 
 
@@ -344,6 +485,9 @@ def build(root: Path = RECORDS, *, resamples: int = RESAMPLES, seed: int = 0, pl
     pairings = plan_pairings(plan)
     rows = evaluate(plan_tests(), tree, resamples=resamples, seed=seed, pairings=pairings)
     table, verdicts = _claim_rows(rows, claim4(tree), claim5(tree))
+    plan_text = plan.read_text() if plan.is_file() else ""
+    confirm, confirmatory = confirm_section(read_amendment(plan_text), root, rows, verdicts, resamples=resamples,
+                                            seed=seed, plan_text=plan_text)
     files = sum(len(v) for v in tree.values())
     studies = ", ".join(f"`{k}` ({len(v)})" for k, v in tree.items()) or "none"
     lines = [
@@ -362,8 +506,8 @@ def build(root: Path = RECORDS, *, resamples: int = RESAMPLES, seed: int = 0, pl
         f"make otherwise reads \"{AT_MARGIN}\", not decided. A comparison whose draws pair records of two kinds "
         "of machine (name and CPU kernel flags) is refused unless the plan names the pairing; the decision it would "
         "have had is shown as context.", "",
-        *_verdict_lines(verdicts), "", hardware_line(tree), "", code_line(tree), "", *table, "",
-        *refused_lines(rows, pairings), "", *margin_note(rows), *([""] if margin_note(rows) else []),
+        *_verdict_lines(verdicts, confirmatory), "", hardware_line(tree), "", code_line(tree), "", *table, "",
+        *refused_lines(rows, pairings), "", *margin_note(rows), *([""] if margin_note(rows) else []), *confirm,
         "#### Every test (D = draws, n = examples common to every draw; up / down = examples changed each way, "
         "summed over draws)", "", *test_rows(rows, resamples), "",
     ]
