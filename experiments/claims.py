@@ -457,8 +457,9 @@ def confirm_section(am: Amendment | None, root: Path, plan_rows: Sequence[dict],
     tree = confirm_tree(root, am)
     pairings = parse_pairings(plan_text, am.records)
     rows = _confirm_rows(am, tree, resamples, seed, pairings)
-    got = {"1": _confirm_claim1(am, rows, verdicts["1"]), "4": _confirm_claim4(am, tree, verdicts["4"]),
-           "5": _confirm_claim5(am, tree, verdicts["5"]), "6": _confirm_claim6(am, rows, plan_rows, verdicts["6"])}
+    plain = {c: v.removesuffix(" (descriptive rule, no test)") for c, v in verdicts.items()}
+    got = {"1": _confirm_claim1(am, rows, plain["1"]), "4": _confirm_claim4(am, tree, plain["4"]),
+           "5": _confirm_claim5(am, tree, plain["5"]), "6": _confirm_claim6(am, rows, plan_rows, plain["6"])}
     files = sum(len(v) for v in tree.values())
     lines = [f"#### The confirmatory amendment ({am.id})", "",
              f"Claims 1, 4, 5 and test 6d again on fresh examples and fresh draws, one machine kind per comparison "
@@ -468,7 +469,9 @@ def confirm_section(am: Amendment | None, root: Path, plan_rows: Sequence[dict],
              "Claims 2 and 3 and claim 6's other tests are not run again.", "",
              *(line for _, line in got.values()), ""]
     if files:
-        lines += [hardware_line(tree), "", *refused_lines(rows, pairings), "", *margin_note(rows),
+        where = (f"the amendment names for `{am.records}/` (its block's `machine_kind.cross_kind_pairings`, or a "
+                 f"`cross-kind-pairings` block entry with `\"records\": \"{am.records}\"`)")
+        lines += [hardware_line(tree), "", *refused_lines(rows, pairings, where), "", *margin_note(rows),
                   *([""] if margin_note(rows) else []), *test_rows(rows, resamples), ""]
     return lines, {c: v for c, (v, _) in got.items() if v != NOT_RUN}
 
@@ -520,10 +523,15 @@ def seed_verdicts(root: Path = RECORDS, *, seeds: int = 5, resamples: int = RESA
     decision and adjusted decision, a refused test's across kinds, each claim's verdict): what the Monte Carlo
     error leaves of the verdicts."""
     tree, pairings = read_tree(root), plan_pairings(plan)
+    plan_text = plan.read_text() if plan.is_file() else ""
     out: dict[int, dict[str, str]] = {}
     for seed in range(seeds):
         rows = evaluate(plan_tests(), tree, resamples=resamples, seed=seed, pairings=pairings)
-        got = {f"claim {c}": v for c, v in _claim_rows(rows, claim4(tree), claim5(tree))[1].items()}
+        verdicts = _claim_rows(rows, claim4(tree), claim5(tree))[1]
+        got = {f"claim {c}": v for c, v in verdicts.items()}
+        confirmatory = confirm_section(read_amendment(plan_text), root, rows, verdicts, resamples=resamples,
+                                       seed=seed, plan_text=plan_text)[1]
+        got.update({f"claim {c} (confirmatory)": v for c, v in confirmatory.items()})
         for r in rows:
             across = r.get("across") or {}
             got[r["test"].id] = f"{r['decision'] or across.get('decision')} / {r['holm'] or across.get('holm')}"

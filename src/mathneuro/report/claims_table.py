@@ -66,13 +66,14 @@ def test_rows(rows: Sequence[dict], resamples: int) -> list[str]:
     return out
 
 
-def refused_lines(rows: Sequence[dict], pairings: Sequence[Pairing]) -> list[str]:
+def refused_lines(rows: Sequence[dict], pairings: Sequence[Pairing],
+                  where: str = "the plan names (a `cross-kind-pairings` block of ANALYSIS_PLAN.md)") -> list[str]:
     """The comparisons refused for pairing records of two machine kinds: each test, its mixed draws and the
-    decision it would have had across kinds (context only); and which cross-kind pairings the plan names."""
+    decision it would have had across kinds (context only); and which cross-kind pairings the plan names
+    (``where``: whose and where)."""
     named = "; ".join(f"{', '.join(p.tests)}: {' / '.join(sorted(p.kinds))}" + (f" ({p.amendment})" if p.amendment
                                                                                    else "") for p in pairings)
-    head = ("Cross-kind pairings the plan names (a `cross-kind-pairings` block of ANALYSIS_PLAN.md): "
-            + (named or "none") + ".")
+    head = f"Cross-kind pairings {where}: " + (named or "none") + "."
     refused = [r for r in rows if r["status"] == REFUSED]
     if not refused:
         return [head, "", "No comparison pairs records of two machine kinds."]
