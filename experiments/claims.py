@@ -65,6 +65,8 @@ SIZES = {
 }
 #: Claim 5's table: M's overlap over draws 0-2 at N = 1, 10, 100 (amendment of 2026-12-06; pack_amended.py).
 AMENDED_TABLE = "amended_mmlu"
+#: Claim 4's identifications are of both filters (§5.4): the confirmatory reading waits for every draw of each.
+CLAIM4_FILTERS = ("mmlu", "race")
 #: Test 1b: M's GSM8K accuracy below this share of the unedited accuracy (amendment of 2026-12-06).
 T1B_FACTOR = 0.20
 CLAIMS = (  # id, statement, parts (in order), margin text
@@ -408,7 +410,11 @@ def _confirm_claim4(am: Amendment, tree: Mapping[str, Sequence[Packed]], amended
         return NOT_RUN, f"{head}: not run (no records under `{am.records}/identification`)."
     if decides["status"] != "ok":
         return decides["status"], f"{head}: {decides['status']}. {differ_text(decides['status'], amended)}"
-    verdict = claim_verdict(list(decides["parts"].values()))
+    planned = len(am.seeds["claim4"])
+    short = [f for f in CLAIM4_FILTERS if len(decides["draws"].get(f, ())) < planned]
+    verdict = "incomplete" if short else claim_verdict(list(decides["parts"].values()))
+    if short:
+        head += f" (fewer than the {planned} draws of the {', '.join(short)} filter)"
     lo, hi = am.bands[am.decides_band]
     others = "; ".join(f"against the {name}'s band [{b[0]}, {b[1]}] % (reported, not decided): share "
                        f"{by_band[name]['parts']['share']}" for name, b in am.bands.items() if name != am.decides_band)
@@ -424,10 +430,10 @@ def _confirm_claim5(am: Amendment, tree: Mapping[str, Sequence[Packed]], amended
     c5 = claim5(tree, study="pairs")
     if c5["status"] == NOT_RUN and not c5.get("at"):
         return NOT_RUN, f"{head}: not run (no records under `{am.records}/{am.claim5_records}`)."
+    if c5["status"] not in ("ok", NOT_RUN):
+        return c5["status"], f"{head}: {c5['status']}. {differ_text(c5['status'], amended)}"
     short = [n for n in am.num_samples if (c5.get("at") or {}).get(n, {}).get("pairs") != draws * (draws - 1) // 2]
-    if c5["status"] == "ok" and short:
-        c5 = {**c5, "status": NOT_RUN, "parts": {"overlap": "incomplete"}}
-    verdict = claim_verdict(list(c5["parts"].values())) if c5["status"] in ("ok", NOT_RUN) else c5["status"]
+    verdict = "incomplete" if short else claim_verdict(list(c5["parts"].values()))
     pairs = f" (fewer than the {draws * (draws - 1) // 2} pairs of draws at N = {short})" if short else ""
     return verdict, (f"{head}: **{verdict}**{pairs} (descriptive rule, no test). Numbers: {_claim5_numbers(c5)}. "
                      f"{differ_text(verdict, amended)}")

@@ -62,11 +62,11 @@ def simulate_confirm_prune(sim: Sim, *, epyc_random: int | None = None) -> None:
     sim.point("prune", 0, {"gsm8k_cot": (0.0, 0.0), "mmlu": (0.5, 0.0), "race": (0.5, 0.0)}, method="mathneuro", **AT)
 
 
-def simulate_confirm_identification(root: Path, share: float = 0.019) -> None:
+def simulate_confirm_identification(root: Path, share: float = 0.019, draws: tuple[int, ...] = DRAWS) -> None:
     """Claim 4: inside the plan's band [1.2, 2.1] %, outside the paper's 1.5-1.8 %; draw 0 (not the amendment's) far
     outside both."""
     upstream, blocks = claims.UPSTREAM[claims.MODEL]
-    for seed in (*DRAWS, 0):
+    for seed in (*draws, 0):
         for filt in ("race", "mmlu"):
             sel = {"num_weights_edited": int((share if seed else 0.05) * upstream), "num_parameters": 1_777_088_000,
                    "per_layer": {str(b): 1000 + 40 * (b % 5) for b in range(blocks)}}
@@ -157,10 +157,12 @@ def test_a_stage_with_fewer_draws_or_pairs_than_planned_is_not_judged(tmp_path: 
         for method in ("mathneuro", "random"):
             confirm.point("prune", seed, {t: (0.03, 0.03) for t in CORE}, method=method, **AT)
     simulate_confirm_pairs(confirm.root, DRAWS[:3])
+    simulate_confirm_identification(confirm.root, draws=DRAWS[:3])
     text = claims.build(tmp_path / "records", resamples=RESAMPLES, plan=plan(tmp_path))
     lines = confirm_lines(text)
     assert verdict(lines["1"]) == "incomplete" and "| not judged: 3 of the amendment's 4 draws |" in text
     assert verdict(lines["5"]) == "incomplete" and "fewer than the 6 pairs of draws at N = [1, 10, 100]" in lines["5"]
+    assert verdict(lines["4"]) == "incomplete" and "fewer than the 4 draws of the mmlu, race filter" in lines["4"]
 
 
 def test_cross_kind_pairings_come_from_either_block_and_govern_their_own_records(tmp_path: Path) -> None:
