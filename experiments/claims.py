@@ -21,26 +21,32 @@ from typing import Any
 
 from mathneuro.report.claims import (
     AT_MARGIN,
-    CLAIM_REFUSED,
     NOT_RUN,
-    PART_REFUSED,
-    REFUSED,
     Test,
     adjust_families,
     claim_verdict,
     evaluate,
     evaluate_test,
-    part_status,
 )
 from mathneuro.report.claims_table import (
     code_line,
-    estimate_text,
     hardware_line,
+    key_numbers,
     margin_note,
     refused_lines,
     test_rows,
+    tested_claim,
 )
-from mathneuro.report.confirm import Amendment, confirm_tree, differ_text, read_amendment, require_draws
+from mathneuro.report.confirm import (
+    Amendment,
+    claim1_line,
+    claim4_line,
+    claim5_line,
+    claim6_line,
+    confirm_tree,
+    read_amendment,
+    require_draws,
+)
 from mathneuro.report.machines import Pairing, parse_pairings
 from mathneuro.report.overlap_records import overlap_shares
 from mathneuro.report.records import Packed, read_tree
@@ -234,22 +240,6 @@ def claim5(tree: Mapping[str, Sequence[Packed]], study: str = "data_efficiency")
 
 
 # ------------------------------------------------------------------------------------------ output
-def _key_numbers(rows: Sequence[dict]) -> str:
-    """Per primary test group: the estimate with its 95 % interval, or the lowest and highest over conditions
-    (a refused test's numbers marked: they pair two kinds of machine)."""
-    groups: dict[str, list[dict]] = {}
-    for row in rows:
-        if row["test"].role == "primary" and row["status"] in ("ok", REFUSED):
-            groups.setdefault(row["test"].group, []).append(row)
-    parts = []
-    for group, members in groups.items():
-        members = sorted(members, key=lambda r: r["estimate"])
-        text = estimate_text(members[0]) if len(members) == 1 else f"{estimate_text(members[0])} … {estimate_text(members[-1])}"
-        mixed = " (mixes machine kinds)" if any(r["status"] == REFUSED for r in members) else ""
-        parts.append(f"{group}: {text}{mixed}")
-    return "; ".join(parts) or "—"
-
-
 #: Each claim's section of ANALYSIS_PLAN.md (all as amended on 2026-12-06) and its later amendments.
 SECTIONS = {"1": "§5.1", "2": "§5.2", "2 (LAPE)": "§5.2, §10", "3": "§5.3", "4": "§5.4", "5": "§5.5", "6": "§5.6"}
 LATER_AMENDMENTS = {"3": ("2026-12-07",), "6": ("2026-12-07",)}  # 3: its own CPU's baseline; 6: EGSM's metric name
@@ -265,25 +255,6 @@ def _verdict_lines(verdicts: Mapping[str, str], confirmatory: Mapping[str, str] 
         also = f"; confirmatory (amendment of 2026-12-07): **{confirm}**" if confirm else ""
         lines.append(f"- **Claim {cid}** ({SECTIONS[cid]}, amended {amended}): {verdicts[cid]}{also}. {statement}.")
     return lines
-
-
-def _tested_claim(mine: Sequence[dict], parts: Sequence[str]) -> tuple[str, str, str]:
-    """(parts shown, unadjusted verdict, adjusted verdict) of a claim with tests; a claim refused for mixing
-    machine kinds shows the verdict it would have had across kinds as context."""
-    per_part = {p: [r for r in mine if r["test"].part == p] for p in parts}
-    verdict = claim_verdict([part_status(v, adjusted=False) for v in per_part.values()])
-    adjusted = claim_verdict([part_status(v) for v in per_part.values()])
-    shown = []
-    for p, v in per_part.items():
-        status = part_status(v)
-        shown.append(f"{p}: {status}" + (f" (across kinds: {part_status(v, across=True)})"
-                                         if status == PART_REFUSED else ""))
-    if adjusted == CLAIM_REFUSED:
-        adjusted += f" (across kinds it read: {claim_verdict([part_status(v, across=True) for v in per_part.values()])})"
-    if verdict == CLAIM_REFUSED:
-        verdict += (f" (across kinds: "
-                    f"{claim_verdict([part_status(v, adjusted=False, across=True) for v in per_part.values()])})")
-    return ", ".join(shown), verdict, adjusted
 
 
 def _claim_rows(rows: Sequence[dict], c4: dict, c5: dict) -> tuple[list[str], dict[str, str]]:
@@ -303,8 +274,8 @@ def _claim_rows(rows: Sequence[dict], c4: dict, c5: dict) -> tuple[list[str], di
             shown = ", ".join(f"{p}: {s}" for p, s in info.get("parts", {}).items()) or "—"
             numbers = _claim4_numbers(c4) if cid == "4" else _claim5_numbers(c5)
         else:
-            shown, verdict, adjusted = _tested_claim(mine, parts)
-            numbers = _key_numbers(mine)
+            shown, verdict, adjusted = tested_claim(mine, parts)
+            numbers = key_numbers(mine)
         verdicts[cid] = adjusted
         out.append(f"| {cid}. {statement} | {shown} | {numbers} | {margin} | {verdict} | **{adjusted}** |")
     return out, verdicts
@@ -388,72 +359,6 @@ def _confirm_rows(am: Amendment, tree: Mapping[str, Sequence[Packed]], resamples
     return rows
 
 
-def _confirm_claim1(am: Amendment, rows: Sequence[dict], amended: str) -> tuple[str, str]:
-    mine = [r for r in rows if r["test"].claim == "1"]
-    seeds = ", ".join(map(str, am.seeds["claim1"]))
-    head = f"- **Claim 1** (confirmatory: tests 1a-1d on draws {seeds}, their own unedited baseline)"
-    if all(r["status"] == NOT_RUN for r in mine):
-        return NOT_RUN, f"{head}: not run (no records under `{am.records}/prune`)."
-    shown, verdict, adjusted = _tested_claim(mine, ("math", "non-math"))
-    reported = "; ".join(f"{r['test'].title}: {r['decision'] or r['status']}"
-                         + (f" ({estimate_text(r)}, t = {r['threshold']:.3f})" if r["status"] == "ok" else "")
-                         for r in mine if r["test"].role == "reported")
-    return adjusted, (f"{head}: **{adjusted}** (unadjusted: {verdict}; {shown}; 1b decided at {am.decides_1b:.2f} × "
-                      f"unedited). Key numbers: {_key_numbers(mine)}. {reported}. {differ_text(adjusted, amended)}")
-
-
-def _confirm_claim4(am: Amendment, tree: Mapping[str, Sequence[Packed]], amended: str) -> tuple[str, str]:
-    head = f"- **Claim 4** (confirmatory: identifications of draws {', '.join(map(str, am.seeds['claim4']))})"
-    by_band = {name: claim4(tree, band) for name, band in am.bands.items()}
-    decides = by_band[am.decides_band]
-    if decides["status"] == NOT_RUN:
-        return NOT_RUN, f"{head}: not run (no records under `{am.records}/identification`)."
-    if decides["status"] != "ok":
-        return decides["status"], f"{head}: {decides['status']}. {differ_text(decides['status'], amended)}"
-    planned = len(am.seeds["claim4"])
-    short = [f for f in CLAIM4_FILTERS if len(decides["draws"].get(f, ())) < planned]
-    verdict = "incomplete" if short else claim_verdict(list(decides["parts"].values()))
-    if short:
-        head += f" (fewer than the {planned} draws of the {', '.join(short)} filter)"
-    lo, hi = am.bands[am.decides_band]
-    others = "; ".join(f"against the {name}'s band [{b[0]}, {b[1]}] % (reported, not decided): share "
-                       f"{by_band[name]['parts']['share']}" for name, b in am.bands.items() if name != am.decides_band)
-    return verdict, (f"{head}: **{verdict}** (descriptive rule, no test; decided on the {am.decides_band}'s band "
-                     f"[{lo}, {hi}] % of the upstream parameters: share {decides['parts']['share']}, spread "
-                     f"{decides['parts']['spread']}); {others}. Numbers: {_claim4_numbers(decides)}. "
-                     f"{differ_text(verdict, amended)}")
-
-
-def _confirm_claim5(am: Amendment, tree: Mapping[str, Sequence[Packed]], amended: str) -> tuple[str, str]:
-    draws = len(am.seeds["claim5"])
-    head = f"- **Claim 5** (confirmatory: draws {', '.join(map(str, am.seeds['claim5']))}, per-matrix records)"
-    c5 = claim5(tree, study="pairs")
-    if c5["status"] == NOT_RUN and not c5.get("at"):
-        return NOT_RUN, f"{head}: not run (no records under `{am.records}/{am.claim5_records}`)."
-    if c5["status"] not in ("ok", NOT_RUN):
-        return c5["status"], f"{head}: {c5['status']}. {differ_text(c5['status'], amended)}"
-    short = [n for n in am.num_samples if (c5.get("at") or {}).get(n, {}).get("pairs") != draws * (draws - 1) // 2]
-    verdict = "incomplete" if short else claim_verdict(list(c5["parts"].values()))
-    pairs = f" (fewer than the {draws * (draws - 1) // 2} pairs of draws at N = {short})" if short else ""
-    return verdict, (f"{head}: **{verdict}**{pairs} (descriptive rule, no test). Numbers: {_claim5_numbers(c5)}. "
-                     f"{differ_text(verdict, amended)}")
-
-
-def _confirm_claim6(am: Amendment, rows: Sequence[dict], plan_rows: Sequence[dict], amended: str) -> tuple[str, str]:
-    new = [r for r in rows if r["test"].claim == "6"]
-    head = (f"- **Claim 6** (confirmatory: test {', '.join(am.replaces)} on {am.sizes['minerva_math']} fresh MATH "
-            f"problems, draws {', '.join(map(str, am.seeds['6d']))}, replacing the amended plan's; its other tests "
-            "keep their committed results)")
-    if all(r["status"] == NOT_RUN for r in new):
-        return NOT_RUN, f"{head}: not run (no records under `{am.records}/generalisation`)."
-    kept = [r for r in plan_rows if r["test"].claim == "6" and r["test"].group not in am.replaces]
-    shown, verdict, adjusted = _tested_claim([*kept, *new], ("math", "non-math"))
-    (d,) = [r for r in new if r["test"].role == "primary"]
-    numbers = f"{estimate_text(d)}, t = {d['threshold']:+.3f}" if d["status"] == "ok" else d["status"]
-    return adjusted, (f"{head}: **{adjusted}** (unadjusted: {verdict}; {shown}). 6d: {d['decision'] or d['status']} "
-                      f"({numbers}). {differ_text(adjusted, amended)}")
-
-
 def confirm_section(am: Amendment | None, root: Path, plan_rows: Sequence[dict], verdicts: Mapping[str, str], *,
                     resamples: int, seed: int, plan_text: str) -> tuple[list[str], dict[str, str]]:
     """The README lines of the confirmatory amendment (one per claim; its tests' rows once any has records)
@@ -464,8 +369,11 @@ def confirm_section(am: Amendment | None, root: Path, plan_rows: Sequence[dict],
     pairings = parse_pairings(plan_text, am.records)
     rows = _confirm_rows(am, tree, resamples, seed, pairings)
     plain = {c: v.removesuffix(" (descriptive rule, no test)") for c, v in verdicts.items()}
-    got = {"1": _confirm_claim1(am, rows, plain["1"]), "4": _confirm_claim4(am, tree, plain["4"]),
-           "5": _confirm_claim5(am, tree, plain["5"]), "6": _confirm_claim6(am, rows, plan_rows, plain["6"])}
+    by_band = {name: claim4(tree, band) for name, band in am.bands.items()}
+    c5 = claim5(tree, study="pairs")
+    got = {"1": claim1_line(am, rows, plain["1"]),
+           "4": claim4_line(am, by_band, _claim4_numbers(by_band[am.decides_band]), plain["4"], CLAIM4_FILTERS),
+           "5": claim5_line(am, c5, _claim5_numbers(c5), plain["5"]), "6": claim6_line(am, rows, plan_rows, plain["6"])}
     files = sum(len(v) for v in tree.values())
     lines = [f"#### The confirmatory amendment ({am.id})", "",
              f"Claims 1, 4, 5 and test 6d again on fresh examples and fresh draws, one machine kind per comparison "

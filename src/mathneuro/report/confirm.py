@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mathneuro.report.claims import NOT_RUN, claim_verdict
+from mathneuro.report.claims_table import estimate_text, key_numbers, tested_claim
 from mathneuro.report.machines import RECORDS, amendment_blocks
 from mathneuro.report.records import SUFFIX, Packed, read_study, read_tree
 
@@ -111,3 +113,76 @@ def differ_text(confirmatory: str, amended: str) -> str:
         return "The same as the amended plan's."
     return (f"The amended plan's: {amended}. They differ: this amendment's verdict is the confirmatory one "
             "(fixed before its data).")
+
+
+def claim1_line(am: Amendment, rows: Sequence[dict], amended: str) -> tuple[str, str]:
+    """(verdict, README line) of claim 1 under the amendment, from its tests' rows (1b's reported rows beside)."""
+    mine = [r for r in rows if r["test"].claim == "1"]
+    seeds = ", ".join(map(str, am.seeds["claim1"]))
+    head = f"- **Claim 1** (confirmatory: tests 1a-1d on draws {seeds}, their own unedited baseline)"
+    if all(r["status"] == NOT_RUN for r in mine):
+        return NOT_RUN, f"{head}: not run (no records under `{am.records}/prune`)."
+    shown, verdict, adjusted = tested_claim(mine, ("math", "non-math"))
+    reported = "; ".join(f"{r['test'].title}: {r['decision'] or r['status']}"
+                         + (f" ({estimate_text(r)}, t = {r['threshold']:.3f})" if r["status"] == "ok" else "")
+                         for r in mine if r["test"].role == "reported")
+    return adjusted, (f"{head}: **{adjusted}** (unadjusted: {verdict}; {shown}; 1b decided at {am.decides_1b:.2f} × "
+                      f"unedited). Key numbers: {key_numbers(mine)}. {reported}. {differ_text(adjusted, amended)}")
+
+
+def claim4_line(am: Amendment, by_band: Mapping[str, dict], numbers: str, amended: str,
+                filters: Sequence[str]) -> tuple[str, str]:
+    """(verdict, README line) of claim 4 under the amendment: ``by_band``: §5.4's rule on the amendment's
+    identifications against each of its bands (the deciding one and those reported); ``numbers``: the deciding
+    reading's numbers; ``filters``: the filters every planned draw must have before it is judged."""
+    head = f"- **Claim 4** (confirmatory: identifications of draws {', '.join(map(str, am.seeds['claim4']))})"
+    decides = by_band[am.decides_band]
+    if decides["status"] == NOT_RUN:
+        return NOT_RUN, f"{head}: not run (no records under `{am.records}/identification`)."
+    if decides["status"] != "ok":
+        return decides["status"], f"{head}: {decides['status']}. {differ_text(decides['status'], amended)}"
+    planned = len(am.seeds["claim4"])
+    short = [f for f in filters if len(decides["draws"].get(f, ())) < planned]
+    verdict = "incomplete" if short else claim_verdict(list(decides["parts"].values()))
+    if short:
+        head += f" (fewer than the {planned} draws of the {', '.join(short)} filter)"
+    lo, hi = am.bands[am.decides_band]
+    others = "; ".join(f"against the {name}'s band [{b[0]}, {b[1]}] % (reported, not decided): share "
+                       f"{by_band[name]['parts']['share']}" for name, b in am.bands.items() if name != am.decides_band)
+    return verdict, (f"{head}: **{verdict}** (descriptive rule, no test; decided on the {am.decides_band}'s band "
+                     f"[{lo}, {hi}] % of the upstream parameters: share {decides['parts']['share']}, spread "
+                     f"{decides['parts']['spread']}); {others}. Numbers: {numbers}. "
+                     f"{differ_text(verdict, amended)}")
+
+
+def claim5_line(am: Amendment, c5: dict, numbers: str, amended: str) -> tuple[str, str]:
+    """(verdict, README line) of claim 5 under the amendment from §5.5's rule on its pair records (``c5``), judged
+    once every pair of the planned draws is there at each N."""
+    draws = len(am.seeds["claim5"])
+    head = f"- **Claim 5** (confirmatory: draws {', '.join(map(str, am.seeds['claim5']))}, per-matrix records)"
+    if c5["status"] == NOT_RUN and not c5.get("at"):
+        return NOT_RUN, f"{head}: not run (no records under `{am.records}/{am.claim5_records}`)."
+    if c5["status"] not in ("ok", NOT_RUN):
+        return c5["status"], f"{head}: {c5['status']}. {differ_text(c5['status'], amended)}"
+    short = [n for n in am.num_samples if (c5.get("at") or {}).get(n, {}).get("pairs") != draws * (draws - 1) // 2]
+    verdict = "incomplete" if short else claim_verdict(list(c5["parts"].values()))
+    pairs = f" (fewer than the {draws * (draws - 1) // 2} pairs of draws at N = {short})" if short else ""
+    return verdict, (f"{head}: **{verdict}**{pairs} (descriptive rule, no test). Numbers: {numbers}. "
+                     f"{differ_text(verdict, amended)}")
+
+
+def claim6_line(am: Amendment, rows: Sequence[dict], plan_rows: Sequence[dict], amended: str) -> tuple[str, str]:
+    """(verdict, README line) of claim 6 with the amendment's 6d in place of the amended plan's (``plan_rows``:
+    the amended plan's rows; its other tests keep their committed decisions)."""
+    new = [r for r in rows if r["test"].claim == "6"]
+    head = (f"- **Claim 6** (confirmatory: test {', '.join(am.replaces)} on {am.sizes['minerva_math']} fresh MATH "
+            f"problems, draws {', '.join(map(str, am.seeds['6d']))}, replacing the amended plan's; its other tests "
+            "keep their committed results)")
+    if all(r["status"] == NOT_RUN for r in new):
+        return NOT_RUN, f"{head}: not run (no records under `{am.records}/generalisation`)."
+    kept = [r for r in plan_rows if r["test"].claim == "6" and r["test"].group not in am.replaces]
+    shown, verdict, adjusted = tested_claim([*kept, *new], ("math", "non-math"))
+    (d,) = [r for r in new if r["test"].role == "primary"]
+    numbers = f"{estimate_text(d)}, t = {d['threshold']:+.3f}" if d["status"] == "ok" else d["status"]
+    return adjusted, (f"{head}: **{adjusted}** (unadjusted: {verdict}; {shown}). 6d: {d['decision'] or d['status']} "
+                      f"({numbers}). {differ_text(adjusted, amended)}")
