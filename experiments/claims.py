@@ -21,22 +21,31 @@ from typing import Any
 
 from mathneuro.report.claims import (
     AT_MARGIN,
-    CLAIM_REFUSED,
     NOT_RUN,
-    PART_REFUSED,
-    REFUSED,
     Test,
+    adjust_families,
     claim_verdict,
     evaluate,
-    part_status,
+    evaluate_test,
 )
 from mathneuro.report.claims_table import (
     code_line,
-    estimate_text,
     hardware_line,
+    key_numbers,
     margin_note,
     refused_lines,
     test_rows,
+    tested_claim,
+)
+from mathneuro.report.confirm import (
+    Amendment,
+    claim1_line,
+    claim4_line,
+    claim5_line,
+    claim6_line,
+    confirm_tree,
+    read_amendment,
+    require_draws,
 )
 from mathneuro.report.machines import Pairing, parse_pairings
 from mathneuro.report.overlap_records import overlap_shares
@@ -62,6 +71,8 @@ SIZES = {
 }
 #: Claim 5's table: M's overlap over draws 0-2 at N = 1, 10, 100 (amendment of 2026-12-06; pack_amended.py).
 AMENDED_TABLE = "amended_mmlu"
+#: Claim 4's identifications are of both filters (§5.4): the confirmatory reading waits for every draw of each.
+CLAIM4_FILTERS = ("mmlu", "race")
 #: Test 1b: M's GSM8K accuracy below this share of the unedited accuracy (amendment of 2026-12-06).
 T1B_FACTOR = 0.20
 CLAIMS = (  # id, statement, parts (in order), margin text
@@ -156,8 +167,9 @@ def _generalisation_tests() -> list[Test]:
 
 
 # -------------------------------------------------------------------------- claims 4 and 5 (rules)
-def claim4(tree: Mapping[str, Sequence[Packed]]) -> dict:
-    """M's share of the upstream parameters and its spread over blocks, per draw and filter (§5.4)."""
+def claim4(tree: Mapping[str, Sequence[Packed]], band: tuple[float, float] = (1.2, 2.1)) -> dict:
+    """M's share of the upstream parameters and its spread over blocks, per draw and filter (§5.4); ``band``:
+    the share's band in percent of the upstream parameters (the plan's)."""
     draws: dict[str, list[dict]] = {}
     for packed in tree.get("identification") or []:  # header-only records of every identification (pack_amended.py)
         p = packed.point
@@ -180,8 +192,9 @@ def claim4(tree: Mapping[str, Sequence[Packed]]) -> dict:
             "low": min(shares), "high": max(shares)})
     if not draws:
         return {"status": NOT_RUN, "parts": {"share": NOT_RUN, "spread": NOT_RUN}, "draws": {}}
-    inside = [lo_ok for rows in draws.values() for lo_ok in (0.012 <= r["upstream"] <= 0.021 for r in rows)]
-    outside_filter = any(all(not 0.012 <= r["upstream"] <= 0.021 for r in rows) for rows in draws.values())
+    low, high = band[0] / 100, band[1] / 100
+    inside = [lo_ok for rows in draws.values() for lo_ok in (low <= r["upstream"] <= high for r in rows)]
+    outside_filter = any(all(not low <= r["upstream"] <= high for r in rows) for rows in draws.values())
     share = "supported" if all(inside) else "contradicted" if outside_filter else "inconclusive"
     rows = [r for rs in draws.values() for r in rs]
     spread = ("supported" if all(0.5 <= r["low"] and r["high"] <= 2 for r in rows) else
@@ -189,10 +202,9 @@ def claim4(tree: Mapping[str, Sequence[Packed]]) -> dict:
     return {"status": "ok", "parts": {"share": share, "spread": spread}, "draws": draws}
 
 
-def _claim5_at(tree: Mapping[str, Sequence[Packed]]) -> tuple[dict[int, dict], str]:
+def _claim5_at(packs: Sequence[Packed]) -> tuple[dict[int, dict], str]:
     """``({N: row}, source)``: from the committed per-matrix overlap records where there are any (every verdict
     rebuilt from records), else from the aggregated table (its selections are not committed)."""
-    packs = tree.get("data_efficiency") or []
     if any(p.kind == "overlap" for p in packs):
         shares = overlap_shares(packs, {"model": MODEL, "filter": "mmlu", "top_k": 0.15, "method": "mathneuro"})
         at = {n: {"a_in_b_mean": shares[(n, "M")]["share"], "pairs": shares[(n, "M")]["pairs"],
@@ -209,11 +221,12 @@ def _claim5_at(tree: Mapping[str, Sequence[Packed]]) -> tuple[dict[int, dict], s
     return at, "table"
 
 
-def claim5(tree: Mapping[str, Sequence[Packed]]) -> dict:
+def claim5(tree: Mapping[str, Sequence[Packed]], study: str = "data_efficiency") -> dict:
     """The share of one draw's M in another's at N = 1, 10, 100 (K = 15 %, MMLU filter; §5.5), from the
-    per-matrix overlap records (:mod:`mathneuro.report.overlap_records`) or, without them, the aggregated table."""
+    per-matrix overlap records (:mod:`mathneuro.report.overlap_records`) or, without them, the aggregated table
+    (``study``: the records' study in ``tree``)."""
     try:
-        at, source = _claim5_at(tree)
+        at, source = _claim5_at(tree.get(study) or [])
     except ValueError as err:
         return {"status": f"not judged: {err}", "parts": {"overlap": "not judged"}, "at": {}, "source": "records"}
     # an N with fewer than two draws so far (claim 1's N = 100 selections finish one point at a time) has no overlap
@@ -227,53 +240,21 @@ def claim5(tree: Mapping[str, Sequence[Packed]]) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ output
-def _key_numbers(rows: Sequence[dict]) -> str:
-    """Per primary test group: the estimate with its 95 % interval, or the lowest and highest over conditions
-    (a refused test's numbers marked: they pair two kinds of machine)."""
-    groups: dict[str, list[dict]] = {}
-    for row in rows:
-        if row["test"].role == "primary" and row["status"] in ("ok", REFUSED):
-            groups.setdefault(row["test"].group, []).append(row)
-    parts = []
-    for group, members in groups.items():
-        members = sorted(members, key=lambda r: r["estimate"])
-        text = estimate_text(members[0]) if len(members) == 1 else f"{estimate_text(members[0])} … {estimate_text(members[-1])}"
-        mixed = " (mixes machine kinds)" if any(r["status"] == REFUSED for r in members) else ""
-        parts.append(f"{group}: {text}{mixed}")
-    return "; ".join(parts) or "—"
-
-
 #: Each claim's section of ANALYSIS_PLAN.md (all as amended on 2026-12-06) and its later amendments.
 SECTIONS = {"1": "§5.1", "2": "§5.2", "2 (LAPE)": "§5.2, §10", "3": "§5.3", "4": "§5.4", "5": "§5.5", "6": "§5.6"}
 LATER_AMENDMENTS = {"3": ("2026-12-07",), "6": ("2026-12-07",)}  # 3: its own CPU's baseline; 6: EGSM's metric name
 
 
-def _verdict_lines(verdicts: Mapping[str, str]) -> list[str]:
-    """One line per claim: its adjusted verdict and the plan's section (experiments/README.md's summary)."""
+def _verdict_lines(verdicts: Mapping[str, str], confirmatory: Mapping[str, str] | None = None) -> list[str]:
+    """One line per claim: its adjusted verdict and the plan's section (experiments/README.md's summary), and the
+    confirmatory amendment's verdict where it has one."""
     lines = []
     for cid, statement, _, _ in CLAIMS:
         amended = ", ".join(("2026-12-06", *LATER_AMENDMENTS.get(cid, ())))
-        lines.append(f"- **Claim {cid}** ({SECTIONS[cid]}, amended {amended}): {verdicts[cid]}. {statement}.")
+        confirm = (confirmatory or {}).get(cid)
+        also = f"; confirmatory (amendment of 2026-12-07): **{confirm}**" if confirm else ""
+        lines.append(f"- **Claim {cid}** ({SECTIONS[cid]}, amended {amended}): {verdicts[cid]}{also}. {statement}.")
     return lines
-
-
-def _tested_claim(mine: Sequence[dict], parts: Sequence[str]) -> tuple[str, str, str]:
-    """(parts shown, unadjusted verdict, adjusted verdict) of a claim with tests; a claim refused for mixing
-    machine kinds shows the verdict it would have had across kinds as context."""
-    per_part = {p: [r for r in mine if r["test"].part == p] for p in parts}
-    verdict = claim_verdict([part_status(v, adjusted=False) for v in per_part.values()])
-    adjusted = claim_verdict([part_status(v) for v in per_part.values()])
-    shown = []
-    for p, v in per_part.items():
-        status = part_status(v)
-        shown.append(f"{p}: {status}" + (f" (across kinds: {part_status(v, across=True)})"
-                                         if status == PART_REFUSED else ""))
-    if adjusted == CLAIM_REFUSED:
-        adjusted += f" (across kinds it read: {claim_verdict([part_status(v, across=True) for v in per_part.values()])})"
-    if verdict == CLAIM_REFUSED:
-        verdict += (f" (across kinds: "
-                    f"{claim_verdict([part_status(v, adjusted=False, across=True) for v in per_part.values()])})")
-    return ", ".join(shown), verdict, adjusted
 
 
 def _claim_rows(rows: Sequence[dict], c4: dict, c5: dict) -> tuple[list[str], dict[str, str]]:
@@ -293,8 +274,8 @@ def _claim_rows(rows: Sequence[dict], c4: dict, c5: dict) -> tuple[list[str], di
             shown = ", ".join(f"{p}: {s}" for p, s in info.get("parts", {}).items()) or "—"
             numbers = _claim4_numbers(c4) if cid == "4" else _claim5_numbers(c5)
         else:
-            shown, verdict, adjusted = _tested_claim(mine, parts)
-            numbers = _key_numbers(mine)
+            shown, verdict, adjusted = tested_claim(mine, parts)
+            numbers = key_numbers(mine)
         verdicts[cid] = adjusted
         out.append(f"| {cid}. {statement} | {shown} | {numbers} | {margin} | {verdict} | **{adjusted}** |")
     return out, verdicts
@@ -332,8 +313,85 @@ def _claim5_numbers(c5: dict) -> str:
             f"math top-K sets (secondary): {top}; {source}")
 
 
+# ------------------------------------------------------------- the confirmatory amendment (2026-12-07)
+def confirm_tests(am: Amendment) -> list[Test]:
+    """Claim 1's tests 1a-1d (1b decided at the amendment's factor), 1b at each reported factor (role
+    ``reported``: shown, never in a part or a family), claim 1's context rows, and test 6d (one test, no
+    family), at the amendment's sizes; ids end in "(confirm)"."""
+    sel = {"intervention": "prune", "top_k": 0.15, "filter": "mmlu"}
+    m, c, n = {**sel, "method": "mathneuro"}, " (confirm)", am.sizes
+
+    def one(id_: str, group: str, claim: str, part: str, title: str, study: str, select: Mapping[str, Any],
+            reference: str, tasks: Sequence[str], metric: str, rule: str, **kw: Any) -> Test:
+        return _t(id_ + c, group, claim, part, title, study, select, reference, tasks, metric, rule,
+                  min_n=n[tasks[0]], **kw)
+
+    tests = [one("1a", "1a", "1", "math", "M − random, GSM8K", "prune", m, "random", GSM8K, STRICT, "direction",
+                 expect="lower", family="C1-math"),
+             one("1b", "1b", "1", "math", f"M's GSM8K accuracy vs {am.decides_1b:.2f} × unedited", "prune", m,
+                 "baseline", GSM8K, STRICT, "proportion", factor=am.decides_1b, family="C1-math"),
+             one("1c", "1c", "1", "non-math", "M − random, RACE-high", "prune", m, "random", RACE, "acc", "equivalence",
+                 margin=0.05, family="C1-nonmath"),
+             one("1d", "1d", "1", "non-math", "M − random, MMLU", "prune", m, "random", MMLU, "acc", "equivalence",
+                 margin=0.05, family="C1-nonmath")]
+    tests += [one(f"1b @ {f:.2f}", "1b", "1", "math", f"M's GSM8K accuracy vs {f:.2f} × unedited (reported, not "
+                  "decided)", "prune", m, "baseline", GSM8K, STRICT, "proportion", factor=f, role="reported")
+              for f in am.reported_1b]
+    for who, label in (("mathneuro", "M"), ("random", "random")):
+        tests += [one(f"1ctx {label} {name}", "1ctx", "1", "", f"{label} − unedited, {name}", "prune",
+                      {**sel, "method": who}, "baseline", tasks, metric, "context", role="context")
+                  for name, tasks, metric in (("GSM8K", GSM8K, STRICT), ("RACE-high", RACE, "acc"), ("MMLU", MMLU, "acc"))]
+    tests.append(one("6d MATH", "6d", "6", "math", "M − unedited vs −0.5 × (unedited − chance), MATH",
+                     "generalisation", m, "baseline", MATH, "math_verify", "threshold", factor=-0.5, chance=0.0))
+    return tests
+
+
+def _confirm_rows(am: Amendment, tree: Mapping[str, Sequence[Packed]], resamples: int, seed: int,
+                  pairings: Sequence[Pairing]) -> list[dict]:
+    """The confirm tests' rows: Holm within claim 1's families; 6d (no family) decided as it stands; a test
+    with fewer draws than the amendment names is not judged."""
+    rows = [evaluate_test(t, tree, resamples=resamples, seed=seed, pairings=pairings) for t in confirm_tests(am)]
+    planned = {**{g: len(am.seeds["claim1"]) for g in ("1a", "1b", "1c", "1d", "1ctx")}, "6d": len(am.seeds["6d"])}
+    rows = adjust_families(require_draws(rows, planned))
+    for row in rows:
+        if row["test"].family is None and row["test"].role == "primary" and row["status"] == "ok":
+            row["holm"] = row["decision"]
+    return rows
+
+
+def confirm_section(am: Amendment | None, root: Path, plan_rows: Sequence[dict], verdicts: Mapping[str, str], *,
+                    resamples: int, seed: int, plan_text: str) -> tuple[list[str], dict[str, str]]:
+    """The README lines of the confirmatory amendment (one per claim; its tests' rows once any has records)
+    and its verdicts by claim (those not run left out)."""
+    if am is None:
+        return [], {}
+    tree = confirm_tree(root, am)
+    pairings = parse_pairings(plan_text, am.records)
+    rows = _confirm_rows(am, tree, resamples, seed, pairings)
+    plain = {c: v.removesuffix(" (descriptive rule, no test)") for c, v in verdicts.items()}
+    by_band = {name: claim4(tree, band) for name, band in am.bands.items()}
+    c5 = claim5(tree, study="pairs")
+    got = {"1": claim1_line(am, rows, plain["1"]),
+           "4": claim4_line(am, by_band, _claim4_numbers(by_band[am.decides_band]), plain["4"], CLAIM4_FILTERS),
+           "5": claim5_line(am, c5, _claim5_numbers(c5), plain["5"]), "6": claim6_line(am, rows, plan_rows, plain["6"])}
+    files = sum(len(v) for v in tree.values())
+    lines = [f"#### The confirmatory amendment ({am.id})", "",
+             f"Claims 1, 4, 5 and test 6d again on fresh examples and fresh draws, one machine kind per comparison "
+             f"(ANALYSIS_PLAN.md, amendment \"2026-12-07 (confirmatory)\"; sizes, draws and bands read from its "
+             f"machine-readable block), from {files} record file(s) under `{am.records}/`. Beside each, the amended "
+             "plan's verdict; where they differ, both are stated and this amendment's is the confirmatory one. "
+             "Claims 2 and 3 and claim 6's other tests are not run again.", "",
+             *(line for _, line in got.values()), ""]
+    if files:
+        where = (f"the amendment names for `{am.records}/` (its block's `machine_kind.cross_kind_pairings`, or a "
+                 f"`cross-kind-pairings` block entry with `\"records\": \"{am.records}\"`)")
+        lines += [hardware_line(tree), "", *refused_lines(rows, pairings, where), "", *margin_note(rows),
+                  *([""] if margin_note(rows) else []), *test_rows(rows, resamples), ""]
+    return lines, {c: v for c, (v, _) in got.items() if v != NOT_RUN}
+
+
 def plan_pairings(plan: Path = PLAN) -> list[Pairing]:
-    """The cross-kind pairings the plan names (none when it has no ``cross-kind-pairings`` block)."""
+    """The cross-kind pairings the plan names for the amended plan's records (none when it names none)."""
     return parse_pairings(plan.read_text()) if plan.is_file() else []
 
 
@@ -344,6 +402,9 @@ def build(root: Path = RECORDS, *, resamples: int = RESAMPLES, seed: int = 0, pl
     pairings = plan_pairings(plan)
     rows = evaluate(plan_tests(), tree, resamples=resamples, seed=seed, pairings=pairings)
     table, verdicts = _claim_rows(rows, claim4(tree), claim5(tree))
+    plan_text = plan.read_text() if plan.is_file() else ""
+    confirm, confirmatory = confirm_section(read_amendment(plan_text), root, rows, verdicts, resamples=resamples,
+                                            seed=seed, plan_text=plan_text)
     files = sum(len(v) for v in tree.values())
     studies = ", ".join(f"`{k}` ({len(v)})" for k, v in tree.items()) or "none"
     lines = [
@@ -362,8 +423,8 @@ def build(root: Path = RECORDS, *, resamples: int = RESAMPLES, seed: int = 0, pl
         f"make otherwise reads \"{AT_MARGIN}\", not decided. A comparison whose draws pair records of two kinds "
         "of machine (name and CPU kernel flags) is refused unless the plan names the pairing; the decision it would "
         "have had is shown as context.", "",
-        *_verdict_lines(verdicts), "", hardware_line(tree), "", code_line(tree), "", *table, "",
-        *refused_lines(rows, pairings), "", *margin_note(rows), *([""] if margin_note(rows) else []),
+        *_verdict_lines(verdicts, confirmatory), "", hardware_line(tree), "", code_line(tree), "", *table, "",
+        *refused_lines(rows, pairings), "", *margin_note(rows), *([""] if margin_note(rows) else []), *confirm,
         "#### Every test (D = draws, n = examples common to every draw; up / down = examples changed each way, "
         "summed over draws)", "", *test_rows(rows, resamples), "",
     ]
@@ -376,10 +437,15 @@ def seed_verdicts(root: Path = RECORDS, *, seeds: int = 5, resamples: int = RESA
     decision and adjusted decision, a refused test's across kinds, each claim's verdict): what the Monte Carlo
     error leaves of the verdicts."""
     tree, pairings = read_tree(root), plan_pairings(plan)
+    plan_text = plan.read_text() if plan.is_file() else ""
     out: dict[int, dict[str, str]] = {}
     for seed in range(seeds):
         rows = evaluate(plan_tests(), tree, resamples=resamples, seed=seed, pairings=pairings)
-        got = {f"claim {c}": v for c, v in _claim_rows(rows, claim4(tree), claim5(tree))[1].items()}
+        verdicts = _claim_rows(rows, claim4(tree), claim5(tree))[1]
+        got = {f"claim {c}": v for c, v in verdicts.items()}
+        confirmatory = confirm_section(read_amendment(plan_text), root, rows, verdicts, resamples=resamples,
+                                       seed=seed, plan_text=plan_text)[1]
+        got.update({f"claim {c} (confirmatory)": v for c, v in confirmatory.items()})
         for r in rows:
             across = r.get("across") or {}
             got[r["test"].id] = f"{r['decision'] or across.get('decision')} / {r['holm'] or across.get('holm')}"

@@ -15,29 +15,24 @@ this kind (its run dirs move to ``ROOT/abandoned/``, its packed records are remo
 
 ``pack``: base1 + claim1 -> ``confirm/prune``; base6d + claim6d -> ``confirm/generalisation``; every
 identification at K = 15 %, N = 100 (claim 4: both filters) -> ``confirm/identification`` (header only); claim
-5's per-matrix counts -> ``confirm/data_efficiency/pairs`` (one row per N, pair of draws and matrix: each
-selection's size, their intersection; one row per selection with its file's sha256) and its overlap table
+5's per-matrix counts -> ``confirm/data_efficiency/pairs/``: one ``overlap`` record per N, pair of draws and set
+(:mod:`mathneuro.report.overlap_records`, the one format ``experiments/claims.py`` reads: each matrix's sizes and
+intersection, each selection's content hash and its file's sha256), and the overlap table
 ``confirm/data_efficiency/confirm_mmlu``. Only complete points are packed; packing is deterministic.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime as dt
-import hashlib
-import itertools
 import json
 import math
 import shutil
 import sys
 from pathlib import Path
 
-import torch
-
-from mathneuro.methods.selection import NEURON_PREFIX
 from mathneuro.report.efficiency import efficiency_table, write_efficiency_csv
-from mathneuro.report.overlap import load_selection_file
+from mathneuro.report.overlap_records import SET_FILES, write_pairs
 from mathneuro.report.records import (
     SELECTION_KEPT,
     SUFFIX,
@@ -149,59 +144,15 @@ def _identifications(root: Path, folder: Path) -> list[Path]:
     return written
 
 
-def matrix_counts(sa, sb, name: str) -> tuple[int, int, int]:
-    """``(size in a, size in b, intersection)`` of one entry of two saved selections (masks: set positions, as
-    0/1 of the weight's shape; ``neurons::`` entries: index lists); an entry one selection lacks is empty there."""
-    a = sa[name] if name in sa else None
-    b = sb[name] if name in sb else None
-    if name.startswith(NEURON_PREFIX):
-        a = a.reshape(-1) if a is not None else torch.empty(0, dtype=torch.int64)
-        b = b.reshape(-1) if b is not None else torch.empty(0, dtype=torch.int64)
-        return a.unique().numel(), b.unique().numel(), int(torch.isin(a.unique(), b.unique()).sum())
-    a = a.bool() if a is not None else None
-    b = b.bool() if b is not None else None
-    size_a = int(a.sum()) if a is not None else 0
-    size_b = int(b.sum()) if b is not None else 0
-    inter = int((a & b).sum()) if a is not None and b is not None else 0
-    return size_a, size_b, inter
-
-
-def pair_rows(selections: dict[tuple[int, int], Path]) -> list[dict]:
-    """Claim 5's per-matrix counts: for every N and pair of draws, each matrix's sizes and intersection; and one
-    row per selection with its file's sha256 (``matrix`` = ``<file>``)."""
-    rows = []
-    for (n, seed), path in sorted(selections.items()):
-        rows.append({"num_samples": n, "seed_a": seed, "seed_b": "", "matrix": "<file>", "size_a": "", "size_b": "",
-                     "intersection": "", "sha256_a": hashlib.sha256(path.read_bytes()).hexdigest(), "sha256_b": ""})
-    by_n: dict[int, list[int]] = {}
-    for n, seed in selections:
-        by_n.setdefault(n, []).append(seed)
-    for n, seeds in sorted(by_n.items()):
-        for a, b in itertools.combinations(sorted(seeds), 2):
-            sa, sb = load_selection_file(selections[(n, a)]), load_selection_file(selections[(n, b)])
-            ha = hashlib.sha256(selections[(n, a)].read_bytes()).hexdigest()
-            hb = hashlib.sha256(selections[(n, b)].read_bytes()).hexdigest()
-            for name in sorted(set(sa) | set(sb)):
-                size_a, size_b, inter = matrix_counts(sa, sb, name)
-                rows.append({"num_samples": n, "seed_a": a, "seed_b": b, "matrix": name, "size_a": size_a,
-                             "size_b": size_b, "intersection": inter, "sha256_a": ha, "sha256_b": hb})
-    return rows
-
-
 def _claim5(root: Path, folder: Path) -> list[Path]:
+    """Claim 5's per-matrix ``overlap`` records of every pair of draws at each N (the kind
+    ``experiments/claims.py`` reads: :mod:`mathneuro.report.overlap_records`, each draw's selection files'
+    sha256 in its info) into ``folder/pairs``, and the aggregated table beside them."""
     results = [r for r in _complete(root / "claim45" / "claim5") if (r.get("point") or {}).get("method") == "mathneuro"]
-    selections = {(int(r["point"]["num_samples"]), int(r["point"]["seed"])): Path(str(r["_dir"])) / "selection.safetensors"
-                  for r in results if (Path(str(r["_dir"])) / "selection.safetensors").is_file()}
-    if not selections:
+    saved = [r for r in results if (Path(str(r["_dir"])) / SET_FILES["M"]).is_file()]
+    if not saved:
         return []
-    written = []
-    csv_path = root / "claim45" / "pairs.csv"
-    rows = pair_rows(selections)
-    with csv_path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    written.append(pack_table(csv_path, folder, study="data_efficiency", name="pairs"))
+    written = write_pairs(saved, folder / "pairs")
     table = [r for r in efficiency_table(results, reference_samples=100) if r.get("filter") == "mmlu"]
     if table:
         write_efficiency_csv(table, root / "claim45" / "data_efficiency.csv")

@@ -12,6 +12,9 @@ claims table reads (every file but the context-only tables in ``CONTEXT``) that 
 is named; exit status 1 names any, 2 when the history is not there (a shallow clone, an export). ``--under``
 checks the records of some studies only (those a later amendment governs). For every amendment after
 ``--since`` the report says which governed records had lines committed before it (what had been seen).
+The confirmatory amendment (its title begins "(confirmatory)") governs ``experiments/records/confirm*/``: every
+line of a record there must also come after that amendment's commit (always checked; a record there with no
+committed confirmatory amendment is named).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ RECORDS = "experiments/records"
 # records the claims table shows as context only (claims.py: the issue-16 overlap table predates the plan)
 CONTEXT = ("experiments/records/data_efficiency/qwen2_5_coder_1_5b__mmlu.jsonl.gz",)
 AMENDMENT = re.compile(r"^- \*\*(\d{4}-\d{2}-\d{2})(.*?)\*\*")
+#: The confirmatory amendment's records (ANALYSIS_PLAN.md's confirmatory block) and the mark of its title.
+CONFIRM_RECORDS, CONFIRMATORY = f"{RECORDS}/confirm", "(confirmatory)"  # records/confirm*/: confirm, confirm_keep
 
 
 def git(root: Path, *args: str) -> str:
@@ -102,6 +107,7 @@ def check(since: str, root: Path = ROOT, under: tuple[str, ...] = ()) -> tuple[l
     governing = [c for date, _, c in found if date == since and c]
     if not governing:
         raise ValueError(f"no committed amendment dated {since} in {PLAN}")
+    confirmatory = [c for _, title, c in found if title.startswith(CONFIRMATORY) and c]
 
     def when(commit: str) -> str:
         return git(root, "show", "-s", "--format=%ad", "--date=iso", commit).strip() if commit else "(not committed)"
@@ -112,13 +118,17 @@ def check(since: str, root: Path = ROOT, under: tuple[str, ...] = ()) -> tuple[l
         governed = path not in CONTEXT
         added = line_commits(root, path)
         seen[path] = added
-        early = [(c, n) for c, n in added if not all(_descends(root, g, c) for g in governing)]
+        mine = [*governing, *confirmatory] if path.startswith(CONFIRM_RECORDS) else governing
+        early = [(c, n) for c, n in added if not all(_descends(root, g, c) for g in mine)]
+        if path.startswith(CONFIRM_RECORDS) and not confirmatory:
+            early = added  # the amendment that governs it is not committed
         first = added[0][0] if added else ""
         later = f" (+{len(added) - 1} later commit(s) adding lines)" if len(added) > 1 else ""
         lines.append(f"{'governed' if governed else 'context '} {path[len(RECORDS) + 1:]}: {first[:10]} {when(first)}"
                      f"{later}{'' if not early or not governed else '  <- LINES BEFORE THE AMENDMENT'}")
         for commit, n in early if governed else []:
-            lines.append(f"    {n} line(s) added in {commit[:10]} {when(commit)}, before the amendment of {since}")
+            which = f"of {since}" + (" or the confirmatory one" if mine is not governing else "")
+            lines.append(f"    {n} line(s) added in {commit[:10]} {when(commit)}, before the amendment {which}")
         if governed and (early or not added):
             bad.append(path)
     return lines + _seen_before(root, [a for a in found if a[0] > since and a[2]], seen), bad

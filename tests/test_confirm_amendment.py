@@ -97,19 +97,33 @@ def test_a_stage_runs_only_on_its_groups_machine_kind_unless_told_and_then_the_g
     assert not (out / "confirm" / "prune").exists()  # the old kind's records go; no comparison mixes kinds
 
 
-def test_claim5_pair_rows_count_each_matrix_and_hash_each_selection(tmp_path):
-    pack = load_experiment("pack_confirm")
-    paths = {}
-    for seed, bits in ((0, [1, 1, 0, 0]), (1, [1, 0, 1, 0])):
-        sel = Selection(masks={"m.weight": torch.tensor(bits, dtype=torch.bool).reshape(2, 2)},
-                        neurons={"act": torch.tensor([seed, 5])}, method="mathneuro")
-        paths[(1, seed)] = tmp_path / f"s{seed}.safetensors"
-        sel.save(paths[(1, seed)])
-    rows = pack.pair_rows(paths)
-    files = [r for r in rows if r["matrix"] == "<file>"]
-    assert len(files) == 2 and all(len(r["sha256_a"]) == 64 for r in files)
-    by = {r["matrix"]: (r["size_a"], r["size_b"], r["intersection"]) for r in rows if r["matrix"] != "<file>"}
+def test_claim5_packs_overlap_records_that_the_claims_table_reads(tmp_path):
+    """pack_confirm writes claim 5's per-matrix counts in the one format claims.py reads (``overlap`` records under
+    confirm/data_efficiency/pairs): each matrix's sizes and intersection, each selection file's sha256."""
+    import hashlib
+
+    from mathneuro.report.confirm import confirm_tree, read_amendment
+    from mathneuro.report.records import read_study
+
+    pack, claims = load_experiment("pack_confirm"), load_experiment("claims")
+    root, out = tmp_path / "root", tmp_path / "records"
+    for seed, bits in ((100, [1, 1, 0, 0]), (101, [1, 0, 1, 0])):
+        job = root / "claim45" / "claim5" / f"n100_seed{seed}"
+        (job / ".hydra").mkdir(parents=True)
+        Selection(masks={"m.weight": torch.tensor(bits, dtype=torch.bool).reshape(2, 2)},
+                  neurons={"act": torch.tensor([seed, 5])}, method="mathneuro").save(job / "selection.safetensors")
+        point = {"model": claims.MODEL, "task": "gsm8k", "filter": "mmlu", "method": "mathneuro", "top_k": 0.15,
+                 "intervention": "prune", "scalar": 0.0, "seed": seed, "num_samples": 100}
+        (job / "results.json").write_text(json.dumps({"status": "complete", "point": point, "metrics": {}}))
+    pack._claim5(root, out / "confirm" / "data_efficiency")
+    (record,) = read_study(out / "confirm" / "data_efficiency" / "pairs")
+    assert record.kind == "overlap" and record.header["set"] == "M"
+    by = {r["matrix"]: (r["size_a"], r["size_b"], r["intersection"]) for r in record.rows}
     assert by == {"m.weight": (2, 2, 1), "neurons::act": (2, 2, 1)}
+    sel = root / "claim45" / "claim5" / "n100_seed100" / "selection.safetensors"
+    assert record.header["a"]["sha256"] == {"M": hashlib.sha256(sel.read_bytes()).hexdigest()}
+    tree = confirm_tree(out, read_amendment(PLAN))
+    assert claims.claim5(tree, study="pairs")["at"][100]["a_in_b_mean"] == pytest.approx(0.5)
 
 
 def test_pack_puts_a_groups_baseline_and_points_together_under_records_confirm(tmp_path):

@@ -8,7 +8,14 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from mathneuro.report.claims import AT_MARGIN, REFUSED
+from mathneuro.report.claims import (
+    AT_MARGIN,
+    CLAIM_REFUSED,
+    PART_REFUSED,
+    REFUSED,
+    claim_verdict,
+    part_status,
+)
 from mathneuro.report.machines import Pairing, machine_of, task_machine
 from mathneuro.report.records import Packed
 
@@ -36,6 +43,41 @@ def _mc(errors: Sequence[float] | None) -> str:
 def across(row: dict, key: str) -> str:
     """A refused test's decision as it would read across machine kinds (context, not a decision)."""
     return f"refused (across kinds: {(row.get('across') or {}).get(key) or '—'})"
+
+
+def key_numbers(rows: Sequence[dict]) -> str:
+    """Per primary test group: the estimate with its 95 % interval, or the lowest and highest over conditions
+    (a refused test's numbers marked: they pair two kinds of machine)."""
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        if row["test"].role == "primary" and row["status"] in ("ok", REFUSED):
+            groups.setdefault(row["test"].group, []).append(row)
+    parts = []
+    for group, members in groups.items():
+        members = sorted(members, key=lambda r: r["estimate"])
+        text = estimate_text(members[0]) if len(members) == 1 else f"{estimate_text(members[0])} … {estimate_text(members[-1])}"
+        mixed = " (mixes machine kinds)" if any(r["status"] == REFUSED for r in members) else ""
+        parts.append(f"{group}: {text}{mixed}")
+    return "; ".join(parts) or "—"
+
+
+def tested_claim(mine: Sequence[dict], parts: Sequence[str]) -> tuple[str, str, str]:
+    """(parts shown, unadjusted verdict, adjusted verdict) of a claim with tests; a claim refused for mixing
+    machine kinds shows the verdict it would have had across kinds as context."""
+    per_part = {p: [r for r in mine if r["test"].part == p] for p in parts}
+    verdict = claim_verdict([part_status(v, adjusted=False) for v in per_part.values()])
+    adjusted = claim_verdict([part_status(v) for v in per_part.values()])
+    shown = []
+    for p, v in per_part.items():
+        status = part_status(v)
+        shown.append(f"{p}: {status}" + (f" (across kinds: {part_status(v, across=True)})"
+                                         if status == PART_REFUSED else ""))
+    if adjusted == CLAIM_REFUSED:
+        adjusted += f" (across kinds it read: {claim_verdict([part_status(v, across=True) for v in per_part.values()])})"
+    if verdict == CLAIM_REFUSED:
+        verdict += (f" (across kinds: "
+                    f"{claim_verdict([part_status(v, adjusted=False, across=True) for v in per_part.values()])})")
+    return ", ".join(shown), verdict, adjusted
 
 
 def test_rows(rows: Sequence[dict], resamples: int) -> list[str]:
@@ -66,13 +108,14 @@ def test_rows(rows: Sequence[dict], resamples: int) -> list[str]:
     return out
 
 
-def refused_lines(rows: Sequence[dict], pairings: Sequence[Pairing]) -> list[str]:
+def refused_lines(rows: Sequence[dict], pairings: Sequence[Pairing],
+                  where: str = "the plan names (a `cross-kind-pairings` block of ANALYSIS_PLAN.md)") -> list[str]:
     """The comparisons refused for pairing records of two machine kinds: each test, its mixed draws and the
-    decision it would have had across kinds (context only); and which cross-kind pairings the plan names."""
+    decision it would have had across kinds (context only); and which cross-kind pairings the plan names
+    (``where``: whose and where)."""
     named = "; ".join(f"{', '.join(p.tests)}: {' / '.join(sorted(p.kinds))}" + (f" ({p.amendment})" if p.amendment
                                                                                    else "") for p in pairings)
-    head = ("Cross-kind pairings the plan names (a `cross-kind-pairings` block of ANALYSIS_PLAN.md): "
-            + (named or "none") + ".")
+    head = f"Cross-kind pairings {where}: " + (named or "none") + "."
     refused = [r for r in rows if r["status"] == REFUSED]
     if not refused:
         return [head, "", "No comparison pairs records of two machine kinds."]

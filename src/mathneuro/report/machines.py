@@ -13,6 +13,11 @@ unless the plan names the pairing (:func:`parse_pairings`).
 - :func:`task_machine` reads which machine computed one task of a packed record: a point's own (or the
   run of its ``runs`` that evaluated the task), a baseline's ``task_hardware`` entry (or its ``hardware``).
   Hardware noted after the run (a ``noted`` field) keeps its key and is labelled "noted, not recorded".
+- :func:`parse_pairings` reads the pairings a plan names, for one records folder. The canonical place is a
+  fenced ``cross-kind-pairings`` block (its entries govern :data:`RECORDS` unless they name ``"records"``);
+  an amendment's machine-readable block (``<!-- NAME:begin -->`` with a JSON object, e.g. the confirmatory
+  amendment's) may list the same entries under ``machine_kind.cross_kind_pairings``: they govern that block's
+  ``records`` folder only. One mechanism, two places to write it; a pairing never crosses records folders.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ NOT_RECORDED = "not recorded"
 NOTED = "noted, not recorded"
 #: The fenced block of an analysis plan that names cross-kind pairings (a JSON list; see :func:`parse_pairings`).
 PAIRINGS_BLOCK = "cross-kind-pairings"
+#: The records folder a pairing governs unless it names another (the amended plan's records).
+RECORDS = "experiments/records"
 
 
 def kind_key(hardware: Mapping[str, Any] | None) -> str | None:
@@ -86,28 +93,59 @@ class Pairing:
     tests: tuple[str, ...]
     kinds: frozenset[str]
     amendment: str = ""
+    records: str = RECORDS  # the records folder whose comparisons it governs
 
     def allows(self, group: str, a: str | None, b: str | None) -> bool:
         return group in self.tests and a is not None and b is not None and frozenset((a, b)) == self.kinds
 
 
-def parse_pairings(plan_text: str) -> list[Pairing]:
-    """The cross-kind pairings a plan names: every fenced block whose info string is ``cross-kind-pairings``
-    holds a JSON list of ``{"tests": ["1a", ...], "kinds": ["<kind A>", "<kind B>"], "amendment": "<date>"}``
-    (kinds as :func:`kind_key` writes them). No such block: no pairing is named (the default). Raises
-    ValueError naming the block's problem."""
+def _pairing(entry: Any, where: str, records: str, amendment: str = "") -> Pairing:
+    tests, kinds = entry.get("tests") if isinstance(entry, dict) else None, (entry or {}).get("kinds")
+    if not isinstance(tests, list) or not isinstance(kinds, list) or len(kinds) != 2:
+        raise ValueError(f"{where}: entry {entry!r} needs \"tests\": [...] and two \"kinds\"")
+    return Pairing(tuple(map(str, tests)), frozenset(map(str, kinds)), str(entry.get("amendment", amendment)),
+                   str(entry.get("records", records)).rstrip("/"))
+
+
+def amendment_blocks(plan_text: str) -> dict[str, dict]:
+    """``{name: object}`` of every machine-readable block of a plan: ``<!-- NAME:begin -->``, a fenced JSON
+    object, ``<!-- NAME:end -->`` (e.g. the confirmatory amendment's). Raises ValueError naming a block that
+    is not JSON."""
+    out = {}
+    pattern = r"<!-- ([\w-]+):begin -->\s*```json[ \t]*\n(.*?)^```\s*<!-- \1:end -->"
+    for name, body in re.findall(pattern, plan_text, flags=re.M | re.S):
+        try:
+            out[name] = json.loads(body)
+        except ValueError as err:
+            raise ValueError(f"{name} block: not JSON ({err})") from None
+    return out
+
+
+def parse_pairings(plan_text: str, records: str | None = RECORDS) -> list[Pairing]:
+    """The cross-kind pairings a plan names for the comparisons among the records under ``records`` (None:
+    every folder's). Canonical: every fenced block whose info string is ``cross-kind-pairings`` holds a JSON
+    list of ``{"tests": ["1a", ...], "kinds": ["<kind A>", "<kind B>"], "amendment": "<date>"[, "records":
+    "<folder>"]}`` (kinds as :func:`kind_key` writes them; records: :data:`RECORDS` unless named). An
+    amendment's machine-readable block (:func:`amendment_blocks`) may list the same entries under
+    ``machine_kind.cross_kind_pairings``; they govern its ``records`` folder. None named: no pairing (the
+    default). Raises ValueError naming the block's problem."""
     out: list[Pairing] = []
     for block in re.findall(rf"^```{PAIRINGS_BLOCK}[ \t]*\n(.*?)^```", plan_text, flags=re.M | re.S):
         try:
             entries = json.loads(block)
         except ValueError as err:
             raise ValueError(f"{PAIRINGS_BLOCK} block: not JSON ({err})") from None
-        for entry in entries if isinstance(entries, list) else [entries]:
-            tests, kinds = entry.get("tests") if isinstance(entry, dict) else None, (entry or {}).get("kinds")
-            if not isinstance(tests, list) or not isinstance(kinds, list) or len(kinds) != 2:
-                raise ValueError(f"{PAIRINGS_BLOCK} block: entry {entry!r} needs \"tests\": [...] and two \"kinds\"")
-            out.append(Pairing(tuple(map(str, tests)), frozenset(map(str, kinds)), str(entry.get("amendment", ""))))
-    return out
+        out += [_pairing(e, f"{PAIRINGS_BLOCK} block", RECORDS) for e in (entries if isinstance(entries, list)
+                                                                           else [entries])]
+    for name, block in amendment_blocks(plan_text).items():
+        entries = (block.get("machine_kind") or {}).get("cross_kind_pairings") if isinstance(block, dict) else None
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            raise ValueError(f"{name} block: machine_kind.cross_kind_pairings is not a list")
+        out += [_pairing(e, f"{name} block", str(block.get("records") or RECORDS), str(block.get("id") or name))
+                for e in entries]
+    return [p for p in out if records is None or p.records == records.rstrip("/")]
 
 
 def allowed(pairings: Iterable[Pairing], group: str, a: Machine, b: Machine) -> bool:

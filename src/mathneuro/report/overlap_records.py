@@ -5,7 +5,7 @@ directions and over pairs of draws, at N = 1, 10, 100. The selections themselves
 entries) are not committed; their counts are: one record per pair of draws and set, kind ``overlap``:
 
 - header ``{"kind": "overlap", "study", "name", "point": {model, task, filter, top_k, method, num_samples},
-  "set": "M" | "topk", "a": {seed, hash, size, source[, hardware]}, "b": {...}, "totals": {size_a, size_b,
+  "set": "M" | "topk", "a": {seed, hash, size, source[, hardware, sha256]}, "b": {...}, "totals": {size_a, size_b,
   intersection}}``; ``hash``: :func:`selection_hash` of the selection, so that every record of one draw can be
   seen to count the same selection;
 - one line per weight matrix (or neuron entry): ``{"matrix", "size_a", "size_b", "intersection"}``.
@@ -140,10 +140,19 @@ def saved_sets(result: Mapping[str, Any]) -> dict[str, SelectionLike]:
     return {name: load_selection_file(folder / f) for name, f in SET_FILES.items() if (folder / f).is_file()}
 
 
+def _file_hashes(result: Mapping[str, Any]) -> dict:
+    """``{"sha256": {set: the saved file's sha256}}`` of a run's saved sets (empty where none is on disk)."""
+    folder = Path(str(result.get("_dir")))
+    found = {name: hashlib.sha256((folder / f).read_bytes()).hexdigest() for name, f in SET_FILES.items()
+             if (folder / f).is_file()}
+    return {"sha256": found} if found else {}
+
+
 def write_pairs(results: Sequence[Mapping[str, Any]], out_dir: str | Path,
                 sets_of: Callable[[Mapping[str, Any]], Mapping[str, SelectionLike]] = saved_sets) -> list[Path]:
     """Every pair of finished runs (``results.json`` dicts with ``_dir``) of one point (:data:`POINT_FIELDS`)
-    with different seeds: one ``overlap`` record per set both have, into ``out_dir``."""
+    with different seeds: one ``overlap`` record per set both have, into ``out_dir`` (each draw's info: seed,
+    run folder, hardware, and the sha256 of each saved selection file)."""
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for r in results:
         point = r.get("point") or {}
@@ -156,7 +165,7 @@ def write_pairs(results: Sequence[Mapping[str, Any]], out_dir: str | Path,
             if str(a["point"].get("seed")) == str(b["point"].get("seed")):
                 continue
             info = [{"seed": r["point"].get("seed"), "source": Path(str(r["_dir"])).name,
-                     **({"hardware": r["hardware"]} if r.get("hardware") else {})} for r in (a, b)]
+                     **({"hardware": r["hardware"]} if r.get("hardware") else {}), **_file_hashes(r)} for r in (a, b)]
             point = {f: a["point"].get(f) for f in POINT_FIELDS}
             for name in SETS:
                 if name in sets[i] and name in sets[j]:
