@@ -72,12 +72,14 @@ def config_dir() -> str:
 def job_dirname(override_dirname: str, max_len: int = 200) -> str:
     """A sweep point's directory name from its overrides, the same every time (so reruns resume).
 
-    Path-valued overrides are left out of the readable part, and a hash of the full override
+    Hydra escapes a ``:`` in a value as ``\\:``; it is read back, so that an import path
+    (``intervention.name=my_interventions:shuffle``) shows as written. Path-valued overrides (and any
+    with another escape) are left out of the readable part, and a hash of the full override
     string is appended whenever anything was left out or cut, so names stay distinct.
     """
     import hashlib
 
-    items = [item for item in override_dirname.split(",") if item]
+    items = [item.replace("\\:", ":") for item in override_dirname.split(",") if item]
     readable = [item for item in items if "/" not in item and "\\" not in item]
     name = ",".join(readable) or "default"
     if len(readable) < len(items) or len(name) > max_len:
