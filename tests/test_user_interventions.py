@@ -99,4 +99,5 @@ def test_a_users_intervention_runs_with_its_random_reference_and_the_report_pair
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
         "mathneuro: error: intervention.name: intervention 'shuffle' edits weights selections; "
-        "method 'lape' selects neurons")
+        "method 'lape' selects neurons; a method that selects weights: method=mathneuro, method=wanda, "
+        "method=wanda_row, method=random")

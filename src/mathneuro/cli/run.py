@@ -58,7 +58,7 @@ def config_dir() -> str:
     packaged = package / "conf"
     if (packaged / "config.yaml").exists():
         return str(packaged)
-    try:  # an editable install maps mathneuro.conf onto the repository's conf/
+    try:  # an editable install made before 0.2's link (src/mathneuro/conf -> conf/) maps mathneuro.conf there
         from importlib.resources import files
 
         mapped = files("mathneuro.conf")
@@ -178,15 +178,34 @@ def open_mapping_overrides(args: list[str]) -> list[str]:
     return out
 
 
+def cfg_in_multirun(args: list[str]) -> str | None:
+    """The one line for ``--cfg`` (or ``--info``) given with ``-m``, which Hydra refuses with a traceback:
+    they print one job's config, so the line says to drop ``-m`` and keep one value of each swept key."""
+    flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
+    asked = sorted(flags & {"--cfg", "-c", "--info", "-i"})
+    if not asked or not flags & {"-m", "--multirun"}:
+        return None
+    swept = [a for a in args if "=" in a and not a.startswith("-") and "," in a.split("=", 1)[1]
+             and not a.split("=", 1)[1].startswith(("[", "{", "'", '"'))]
+    example = " ".join(f"{a.split('=', 1)[0]}={a.split('=', 1)[1].split(',')[0]}" for a in swept)
+    return (f"{asked[0]}: shows the config of one job, not of a sweep (-m); drop -m"
+            + (f" and give one value of each swept key, e.g. {example}" if example else ""))
+
+
 def main() -> None:
     """Console entry point (``mathneuro`` and ``python -m mathneuro``)."""
     sys.argv[1:] = open_mapping_overrides(sys.argv[1:])
+    refused = cfg_in_multirun(sys.argv[1:])
+    if refused:
+        print(f"mathneuro: error: {refused}", file=sys.stderr)
+        sys.exit(2)
     register_configs()
     if not OmegaConf.has_resolver("mathneuro_dirname"):
         OmegaConf.register_new_resolver("mathneuro_dirname", job_dirname)
     global _DEBUG
     _DEBUG = debug_requested()
     logging.raiseExceptions = False  # a log file on a full disk must not print a traceback per line
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # not its INFO "generated new fontManager"
     # Hydra re-raises instead of printing its multi-line report; we print one line (or the traceback).
     os.environ["HYDRA_FULL_ERROR"] = "1"
     raise_on_sigterm()
