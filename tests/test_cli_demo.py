@@ -93,6 +93,7 @@ def test_demo_runs_mathneuro_and_random_and_prints_both_with_paired_intervals(ti
                "max_length=64", "progress=false", "logger=none", "eval.arith.num_problems=10",
                f"hydra.sweep.dir={sweep}"], tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert "Loading weights" not in res.stderr and "it/s]" not in res.stderr  # progress=false: no bars at all
     out = res.stdout
     methods = sorted(json.loads(p.read_text())["point"]["method"] for p in sweep.glob("*/results.json"))
     assert methods == ["mathneuro", "random"]
