@@ -40,6 +40,25 @@ def test_help_names_mathneuro_says_what_it_does_and_lists_only_real_options(tmp_
         assert groups[group] == sorted(p.stem for p in (ROOT / "conf" / group).glob("*.yaml")), group
     assert "top_k: 0.05" in out  # the composed config follows, with its defaults
     assert "docs/configuration.md" in out
+    # the chosen intervention's settings only (the schema carries every built-in's; another's is refused)
+    intervention = out[out.index("\nintervention:\n"):].split("\neval:", 1)[0].split()
+    assert intervention == ["intervention:", "name:", "prune", "scalar:", "0.0"]
+    res = cli(["--help", "intervention=noise", "method=lape"], tmp_path)
+    intervention = res.stdout[res.stdout.index("\nintervention:\n"):].split("\neval:", 1)[0]
+    assert "relative_std:" in intervention and "scalar:" not in intervention and "steps:" not in intervention
+    method = res.stdout[res.stdout.index("\nmethod:\n"):].split("\nintervention:", 1)[0]
+    assert "filter_rate:" in method and "filter_top_k:" not in method
+
+
+@pytest.mark.integration
+def test_cfg_job_of_a_multirun_says_in_one_line_what_to_do(tmp_path):
+    res = cli(["-m", "top_k=0.01,0.05", "method=mathneuro,random", "--cfg", "job"], tmp_path)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == [
+        "mathneuro: error: --cfg: shows the config of one job, not of a sweep (-m); drop -m and give one value "
+        "of each swept key, e.g. top_k=0.01 method=mathneuro"]
+    res = cli(["top_k=0.01", "method=mathneuro", "--cfg", "job"], tmp_path)  # as the line says: it works
+    assert res.returncode == 0 and "top_k: 0.01" in res.stdout
 
 
 def test_group_schemas_stay_registered_at_the_root_of_the_config_store():
@@ -74,6 +93,7 @@ def test_demo_runs_mathneuro_and_random_and_prints_both_with_paired_intervals(ti
                "max_length=64", "progress=false", "logger=none", "eval.arith.num_problems=10",
                f"hydra.sweep.dir={sweep}"], tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert "Loading weights" not in res.stderr and "it/s]" not in res.stderr  # progress=false: no bars at all
     out = res.stdout
     methods = sorted(json.loads(p.read_text())["point"]["method"] for p in sweep.glob("*/results.json"))
     assert methods == ["mathneuro", "random"]

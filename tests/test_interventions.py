@@ -172,7 +172,8 @@ def test_mean_ablate_puts_each_selected_neurons_task_mean_in_its_activation_and_
 def test_mean_ablate_refuses_a_weight_level_selection_with_one_line():
     spec, _ = resolve_intervention({"name": "mean_ablate"})
     with pytest.raises(ValueError, match=r"^intervention.name: intervention 'mean_ablate' edits neurons "
-                                         r"selections; method 'mathneuro' selects weights$"):
+                                         r"selections; method 'mathneuro' selects weights; a method that selects "
+                                         r"neurons: method=lape, method=random_neurons$"):
         spec.check_unit("weights", "mathneuro")
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -64,9 +66,20 @@ def test_wheel_installs_anywhere_and_runs_with_a_users_config_dir(tiny_dir, tmp_
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                    "-w", str(wheels), str(src)], check=True, timeout=300, env=clean_env(), cwd=tmp_path)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
+                            "--no-index", "-w", str(wheels), str(src)], capture_output=True, text=True, timeout=300,
+                           env=clean_env(), cwd=tmp_path)
+    assert built.returncode == 0, built.stderr[-3000:]
+    # no build warnings (setuptools once warned per data folder: "absent from the `packages` configuration")
+    warnings = re.findall(r".*\w+Warning\b.*", built.stdout + built.stderr)  # BuildBackendWarning, ...
+    assert not warnings, warnings[:5]
     (wheel,) = wheels.glob("mathneuro-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        shipped = set(zf.namelist())
+    yamls = {f"mathneuro/conf/{p.relative_to(REPO / 'conf').as_posix()}" for p in (REPO / "conf").rglob("*.yaml")}
+    data = {p.relative_to(REPO / "src").as_posix() for p in (REPO / "src" / "mathneuro").rglob("*")
+            if p.is_file() and p.suffix in (".yaml", ".jsonl", ".txt") and "__pycache__" not in p.parts}
+    assert yamls and yamls <= shipped and data <= shipped, sorted((yamls | data) - shipped)
 
     # a throwaway venv that reuses the installed dependencies through a .pth line (not their
     # .pth hooks, so the shared editable mathneuro stays invisible); the wheel goes in with --target

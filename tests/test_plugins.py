@@ -102,8 +102,17 @@ def test_user_method_by_target_and_errors(plugin_dir, monkeypatch):
         resolve_method({"name": "first_rows", "colour": 1})
     with pytest.raises(ValueError, match=r"unknown method 'wandaa'; did you mean 'wanda'\?"):
         resolve_method({"name": "wandaa"})
-    with pytest.raises(ValueError, match=r"cannot import method 'toy_plugins:nope'"):
+    with pytest.raises(ValueError, match=r"cannot import method 'toy_plugins:nope': module 'toy_plugins' imported "
+                                         r"but has no attribute 'nope'"):
         resolve_method({"name": "toy_plugins:nope"})
+    # a misspelled function: the module imported (no PYTHONPATH hint), its close names are offered
+    with pytest.raises(ValueError, match=r"module 'toy_plugins' imported but has no attribute 'first_row'; "
+                                         r"close names: first_rows") as err:
+        resolve_method({"name": "toy_plugins.first_row"})
+    assert "PYTHONPATH" not in str(err.value)
+    with pytest.raises(ValueError, match=r"cannot import method 'no_such_lab:fn': no module named 'no_such_lab'; "
+                                         r"is its package on PYTHONPATH\?"):
+        resolve_method({"name": "no_such_lab:fn"})
 
 
 def test_random_sized_by_a_user_method_with_its_own_settings(plugin_dir, monkeypatch):

@@ -264,7 +264,7 @@ def test_resume_recomputes_lape_points_made_with_the_earlier_rule(tiny_dir, tmp_
         out = tmp_path / method
         res = run_point(cfg, out)
         old = json.loads((out / "results.json").read_text())
-        del old["config"]["method"]["share"]  # what results from before method.share look like
+        old["config"]["method"].pop("share", None)  # what results from before method.share look like (LAPE's)
         old["selection"].pop("lape", None)
         (out / "results.json").write_text(json.dumps(old))
         again = run_point(cfg, out)
@@ -291,6 +291,9 @@ def test_job_dirname_is_stable_readable_and_distinct():
     assert a != b and "/" not in a and a.startswith("method=wanda,top_k=0.01-")
     assert job_dirname("method=wanda,top_k=0.01") == "method=wanda,top_k=0.01"
     assert len(job_dirname(",".join(f"key{i}=value{i}" for i in range(60)))) <= 200
+    # Hydra escapes the ':' of an import path; the name shows the user's plugin as written
+    assert (job_dirname(r"intervention.name=my_interventions\:shuffle,method=random")
+            == "intervention.name=my_interventions:shuffle,method=random")
 
 
 def test_a_point_running_in_another_process_is_skipped_not_repeated(tiny_dir, tmp_path):

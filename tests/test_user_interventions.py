@@ -75,11 +75,15 @@ def test_a_users_intervention_runs_with_its_random_reference_and_the_report_pair
         data = json.loads(path.read_text())
         results[(data["point"]["method"], data["point"]["seed"])] = data
     assert len(results) == 4
+    # each point's folder names the user's intervention (Hydra escapes its ':')
+    assert all("intervention.name=my_interventions:shuffle" in p.parent.name for p in sweep.glob("*/results.json"))
     for data in results.values():
         assert data["point"]["intervention"] == "shuffle"
         assert data["point"]["intervention_args"] == {"seed": 3} and data["point"]["scalar"] is None
         assert data["intervention"] == {"name": "shuffle", "matrices": 14, "seed": 3}
         assert data["intervention_facts"]["units"] == ["weights"]
+        # the recorded config holds the intervention's own settings, no built-in's (scalar, steps, ...)
+        assert data["config"]["intervention"] == {"name": "my_interventions:shuffle", "seed": 3}
     ours, theirs = results[("mathneuro", 0)], results[("random", 0)]
     assert ours["selection"]["per_layer"] == theirs["selection"]["per_layer"]
     # the edit changed the model: the edited metrics are not the baseline's everywhere
@@ -95,4 +99,5 @@ def test_a_users_intervention_runs_with_its_random_reference_and_the_report_pair
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
         "mathneuro: error: intervention.name: intervention 'shuffle' edits weights selections; "
-        "method 'lape' selects neurons")
+        "method 'lape' selects neurons; a method that selects weights: method=mathneuro, method=wanda, "
+        "method=wanda_row, method=random")

@@ -121,6 +121,10 @@ def test_user_methods_run_with_their_own_size_random_references_and_the_report_p
     assert gap["selection"]["meta"]["layers"] > 0 and "mean_gap" in gap["selection"]["meta"]
     assert largest["method_facts"]["unit"] == "weights" and gap["method_facts"]["unit"] == "neurons"
     assert gap["method_facts"]["reference"] == "random_neurons"
+    # the recorded config holds the chosen method's and intervention's settings, no other built-in's
+    assert set(largest["config"]["method"]) == {"name", "power", "targets", "include_lm_head"}
+    assert set(gap["config"]["method"]) == {"name", "min_gap"}
+    assert largest["config"]["intervention"] == {"name": "prune", "scalar": 0.0}
     # the references are sized by the user's methods (with their settings), not by MathNeuro or LAPE
     assert rand["selection"]["per_layer"] == largest["selection"]["per_layer"]
     assert rand["selection"]["num_selected"] == largest["selection"]["num_selected"]

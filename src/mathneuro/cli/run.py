@@ -58,7 +58,7 @@ def config_dir() -> str:
     packaged = package / "conf"
     if (packaged / "config.yaml").exists():
         return str(packaged)
-    try:  # an editable install maps mathneuro.conf onto the repository's conf/
+    try:  # an editable install made before 0.2's link (src/mathneuro/conf -> conf/) maps mathneuro.conf there
         from importlib.resources import files
 
         mapped = files("mathneuro.conf")
@@ -72,12 +72,14 @@ def config_dir() -> str:
 def job_dirname(override_dirname: str, max_len: int = 200) -> str:
     """A sweep point's directory name from its overrides, the same every time (so reruns resume).
 
-    Path-valued overrides are left out of the readable part, and a hash of the full override
+    Hydra escapes a ``:`` in a value as ``\\:``; it is read back, so that an import path
+    (``intervention.name=my_interventions:shuffle``) shows as written. Path-valued overrides (and any
+    with another escape) are left out of the readable part, and a hash of the full override
     string is appended whenever anything was left out or cut, so names stay distinct.
     """
     import hashlib
 
-    items = [item for item in override_dirname.split(",") if item]
+    items = [item.replace("\\:", ":") for item in override_dirname.split(",") if item]
     readable = [item for item in items if "/" not in item and "\\" not in item]
     name = ",".join(readable) or "default"
     if len(readable) < len(items) or len(name) > max_len:
@@ -176,15 +178,34 @@ def open_mapping_overrides(args: list[str]) -> list[str]:
     return out
 
 
+def cfg_in_multirun(args: list[str]) -> str | None:
+    """The one line for ``--cfg`` (or ``--info``) given with ``-m``, which Hydra refuses with a traceback:
+    they print one job's config, so the line says to drop ``-m`` and keep one value of each swept key."""
+    flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
+    asked = sorted(flags & {"--cfg", "-c", "--info", "-i"})
+    if not asked or not flags & {"-m", "--multirun"}:
+        return None
+    swept = [a for a in args if "=" in a and not a.startswith("-") and "," in a.split("=", 1)[1]
+             and not a.split("=", 1)[1].startswith(("[", "{", "'", '"'))]
+    example = " ".join(f"{a.split('=', 1)[0]}={a.split('=', 1)[1].split(',')[0]}" for a in swept)
+    return (f"{asked[0]}: shows the config of one job, not of a sweep (-m); drop -m"
+            + (f" and give one value of each swept key, e.g. {example}" if example else ""))
+
+
 def main() -> None:
     """Console entry point (``mathneuro`` and ``python -m mathneuro``)."""
     sys.argv[1:] = open_mapping_overrides(sys.argv[1:])
+    refused = cfg_in_multirun(sys.argv[1:])
+    if refused:
+        print(f"mathneuro: error: {refused}", file=sys.stderr)
+        sys.exit(2)
     register_configs()
     if not OmegaConf.has_resolver("mathneuro_dirname"):
         OmegaConf.register_new_resolver("mathneuro_dirname", job_dirname)
     global _DEBUG
     _DEBUG = debug_requested()
     logging.raiseExceptions = False  # a log file on a full disk must not print a traceback per line
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # not its INFO "generated new fontManager"
     # Hydra re-raises instead of printing its multi-line report; we print one line (or the traceback).
     os.environ["HYDRA_FULL_ERROR"] = "1"
     raise_on_sigterm()

@@ -196,21 +196,36 @@ GROUP_SCHEMAS = {"model_schema": ModelConfig, "dataset_schema": DatasetConfig,
                  "intervention_schema": InterventionConfig, "eval_schema": EvalConfig, "logger_schema": LoggerConfig}
 
 
+def own_settings(node: Any, resolve: Any) -> Any:
+    """A ``method`` / ``intervention`` node (a plain dict) cut to the keys of the plugin it names (``name``,
+    ``_target_`` and its own settings): the schema carries every built-in's, so that a sweep across
+    methods or interventions may set them, but only the chosen one's apply. ``resolve``: resolve_method
+    or resolve_intervention; a node that does not resolve is returned as it is."""
+    if not isinstance(node, dict):
+        return node
+    try:
+        spec, _ = resolve(node)
+    except Exception:  # noqa: BLE001 - a plugin that does not resolve: keep its node as given
+        return node
+    own = set(spec.settings()) | {"name", "_target_"}
+    return {k: v for k, v in node.items() if k in own}
+
+
 def help_config(*, _root_: Any) -> str:
     """The config ``mathneuro --help`` lists (the ``${mathneuro_help_config:}`` of ``hydra.help.template``):
-    the composed config without ``hydra``, its ``method`` node cut to the chosen method's own settings (the
-    schema carries every built-in method's, so that a sweep across methods may set them) and without
-    ``filter`` where ``filters`` replaces it; ``$`` doubled for the template that embeds it."""
+    the composed config without ``hydra``, its ``method`` and ``intervention`` nodes cut to the chosen
+    method's and intervention's own settings (:func:`own_settings`) and without ``filter`` where
+    ``filters`` replaces it; ``$`` doubled for the template that embeds it."""
     data = OmegaConf.to_container(_root_, resolve=False)
     data.pop("hydra", None)
-    method = data.get("method")
-    if isinstance(method, dict):
-        try:
-            spec, _ = resolve_method(OmegaConf.to_container(_root_.method, resolve=True))
-            own = set(spec.settings()) | {"name", "_target_"}
-            data["method"] = {k: v for k, v in method.items() if k in own}
-        except Exception:  # noqa: BLE001 - a method that does not resolve: list its node as it is
-            pass
+    for key, resolve in (("method", resolve_method), ("intervention", resolve_intervention)):
+        if isinstance(data.get(key), dict):
+            try:
+                resolved = OmegaConf.to_container(_root_[key], resolve=True)
+            except Exception:  # noqa: BLE001 - an interpolation that does not resolve: list the node as it is
+                continue
+            kept = own_settings(resolved, resolve)
+            data[key] = {k: v for k, v in data[key].items() if k in kept}
     if data.get("filters") and data.get("filter") is None:
         data.pop("filter", None)
     return OmegaConf.to_yaml(data).replace("$", "$$")

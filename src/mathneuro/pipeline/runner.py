@@ -36,7 +36,7 @@ from mathneuro.pipeline.attempts import (
     unreused_partials,
 )
 from mathneuro.pipeline.cluster import cluster_info
-from mathneuro.pipeline.config import Config, ConfigError, validate
+from mathneuro.pipeline.config import Config, ConfigError, own_settings, validate
 from mathneuro.pipeline.point import (  # noqa: F401 (point_summary, objective_value, edited_weights: public here in 0.1)
     Point,
     edited_weights,
@@ -149,6 +149,9 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     config_dict = resolved_config if resolved_config is not None else _plain(cfg)  # the method node as given
     if getattr(cfg, "filters", None):  # filters=[...] replaced filter: results.json and W&B name only what ran
         config_dict = {k: v for k, v in config_dict.items() if k != "filter"}
+    # only the chosen method's and intervention's settings (the schema carries every built-in's)
+    config_dict = {k: own_settings(v, {"method": resolve_method, "intervention": resolve_intervention}[k])
+                   if k in ("method", "intervention") else v for k, v in config_dict.items()}
     cfg = with_method(cfg, method_cfg, intervention_cfg)
     output_dir = Path(output_dir)
     if cfg.resume:

@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -351,6 +351,22 @@ def _hash(obj: Any) -> str:
 _WORKBENCHES: dict[str, Workbench] = {}
 
 
+@contextlib.contextmanager
+def transformers_progress(enabled: bool) -> Iterator[None]:
+    """Inside the block, transformers' and the Hub's progress bars (loading, downloading, converting)
+    are off unless ``enabled``; as they were after it."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    if was and not enabled:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was and not enabled:
+            hf_logging.enable_progress_bar()
+
+
 def get_workbench(cfg: Config) -> Workbench:
     """The process's workbench for ``cfg.model`` (loaded on first use, then reused by every point)."""
     m = cfg.model
@@ -359,9 +375,10 @@ def get_workbench(cfg: Config) -> Workbench:
     if bench is None:
         _WORKBENCHES.clear()  # one model in memory at a time
         try:
-            model, tok = load_model(m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype, device=m.device,
-                                    revision=m.revision, trust_remote_code=m.trust_remote_code,
-                                    cache_dir=cfg.cache_dir, device_map=m.device_map)
+            with transformers_progress(cfg.progress):  # progress=false: no "Loading weights" bar either
+                model, tok = load_model(m.name_or_path, gguf_file=m.gguf_file, dtype=m.dtype, device=m.device,
+                                        revision=m.revision, trust_remote_code=m.trust_remote_code,
+                                        cache_dir=cfg.cache_dir, device_map=m.device_map)
         except ValueError as exc:
             if str(exc).startswith("model."):  # the loader's own messages name the key: a bad value
                 raise ConfigError(str(exc)) from exc

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -33,6 +34,27 @@ def import_object(path: str) -> Any:
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def import_failure(path: str, exc: BaseException) -> str:
+    """Why ``path`` did not import, in words: its module is missing (is it on PYTHONPATH?), failed while
+    importing, or imported but lacks the attribute (then its close names: a misspelled function)."""
+    module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
+    module = sys.modules.get(module_name)
+    if isinstance(exc, AttributeError) and module is not None:
+        obj, missing, where = module, attr, f"module {module_name!r}"
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                missing = part
+                break
+            obj, where = getattr(obj, part), f"{where[:-1]}.{part}'"
+        names = [n for n in dir(obj) if not n.startswith("_")]
+        close = difflib.get_close_matches(missing, names, n=3, cutoff=0.6)
+        hint = f"; close names: {', '.join(close)}" if close else f"; its names: {', '.join(names[:12]) or 'none'}"
+        return f"{where} imported but has no attribute {missing!r}{hint}"
+    if isinstance(exc, ModuleNotFoundError) and exc.name and module_name.startswith(exc.name):
+        return f"no module named {exc.name!r}; is its package on PYTHONPATH?"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def looks_like_import_path(name: str) -> bool:
@@ -113,8 +135,7 @@ class Registry(Generic[T]):
             try:
                 obj = import_object(name)
             except (ImportError, AttributeError) as exc:
-                raise ValueError(f"{self.key}: cannot import {self.kind} {name!r} ({type(exc).__name__}: {exc}); "
-                                 "is its package on PYTHONPATH?") from None
+                raise ValueError(f"{self.key}: cannot import {self.kind} {name!r}: {import_failure(name, exc)}") from None
             try:
                 return self._coerce(obj, name)
             except TypeError as exc:

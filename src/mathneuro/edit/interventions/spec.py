@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from mathneuro.edit.intervention import Intervention
+from mathneuro.methods.registry import METHOD_NAMES, METHODS
 from mathneuro.methods.selection import Selection
 
 UNITS = ("weights", "neurons")
@@ -132,8 +133,10 @@ class InterventionSpec:
     def check_unit(self, unit: str, method: str, key: str = "intervention.name") -> None:
         """Refuse (ValueError naming ``key``) a selection unit this intervention cannot edit."""
         if unit not in self.units:
+            fit = [name for name in METHOD_NAMES if METHODS.get(name).unit in self.units]  # built-ins that would
+            hint = f"; a method that selects {' or '.join(self.units)}: {', '.join(f'method={n}' for n in fit)}"
             raise ValueError(f"{key}: intervention {self.name!r} edits {' or '.join(self.units)} selections; "
-                             f"method {method!r} selects {unit}")
+                             f"method {method!r} selects {unit}" + (hint if fit else ""))
 
     def point(self, cfg: Any) -> dict[str, Any]:
         """Its fields of ``results.json``'s ``point``: ``scalar`` (None where it has none) and, for its other
