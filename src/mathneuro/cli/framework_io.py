@@ -72,3 +72,15 @@ def guard_log_files(logger: logging.Logger | None = None) -> None:
         if isinstance(handler, logging.FileHandler) and not getattr(handler, "_mathneuro_guarded", False):
             _raise_on_failed_write(handler, logger)
             handler._mathneuro_guarded = True  # type: ignore[attr-defined]
+
+
+def one_copy_of_library_logs(names: tuple[str, ...] = ("huggingface_hub",)) -> None:
+    """Drop the console handler a library gives its own logger while its lines also reach Hydra's (the
+    root's): each of its warnings (a Hub retry) then prints once, in Hydra's format, and goes to the log."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if not logger.propagate:
+            continue
+        for handler in list(logger.handlers):
+            if type(handler) is logging.StreamHandler:
+                logger.removeHandler(handler)

@@ -34,7 +34,7 @@ from mathneuro.cli.errors import (
     remove_snapshot_leftovers,
     user_error,
 )
-from mathneuro.cli.framework_io import guard_log_files, named, track_writes
+from mathneuro.cli.framework_io import guard_log_files, named, one_copy_of_library_logs, track_writes
 from mathneuro.cli.sweep_status import failed_sweep_line
 from mathneuro.pipeline.config import ConfigError, register_configs
 from mathneuro.pipeline.errors import SweepRefused
@@ -133,6 +133,7 @@ def _task(cfg: DictConfig) -> float:
     hc = HydraConfig.get()
     output_dir = hc.runtime.output_dir
     guard_log_files()  # a log line the disk refuses ends the point with one line naming the log
+    one_copy_of_library_logs()  # a Hub warning once, not also through huggingface_hub's own handler
     if os.environ.get("SUBMITIT_EXECUTOR"):  # a submitit job: SIGTERM (requeue, preemption) saves progress first
         checkpoint_on_sigterm()
     multirun = hc.mode == RunMode.MULTIRUN

@@ -64,8 +64,11 @@ def _resolve_source(name_or_path: str, gguf_file: str | None, cache_dir: str | N
     if gguf_file:  # a GGUF file inside a Hub repository
         from huggingface_hub import hf_hub_download
 
+        from mathneuro.models.hub import hub_access
+
+        local_only = hub_access(text, revision, filename=gguf_file)  # an unreachable Hub: one line, no retries
         try:
-            return _Source("gguf", hf_hub_download(text, gguf_file, revision=revision))
+            return _Source("gguf", hf_hub_download(text, gguf_file, revision=revision, local_files_only=local_only))
         except Exception as exc:  # offline, missing repo or file: one message
             raise ValueError(f"model.name_or_path: cannot fetch {gguf_file!r} from Hub repo {text!r} ({exc})") from exc
     return _Source("pretrained", text)

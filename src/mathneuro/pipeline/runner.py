@@ -187,6 +187,21 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
         claim.release()
 
 
+def open_wandb_run(cfg: Config, layout: dict, config_dict: dict, summary_point: dict, run_id: str,
+                   output_dir: Path) -> WandbRun:
+    """The point's W&B run (a no-op one without ``logger=wandb``); every attempt at the point logs into it."""
+    run = WandbRun(
+        cfg.logger.name == "wandb", init_timeout=cfg.logger.init_timeout, verbose=cfg.logger.verbose,
+        project=cfg.logger.project, entity=cfg.logger.entity, mode=cfg.logger.mode,
+        group=layout["group"], job_type=layout["job_type"], tags=layout["tags"], name=layout["name"],
+        config={**config_dict, "point": summary_point, "provenance": provenance()}, dir=str(output_dir),
+        id=run_id, resume="allow",
+    )
+    if run.run is not None:
+        log.info("W&B run %r (id %s, group %s): %s", layout["name"], run.run.id, layout["group"], run.where)
+    return run
+
+
 def _evaluate_baseline(point: Point, samples_dir) -> dict[str, float]:
     """The unedited model's metrics (evaluated, or read from the cache), its evaluation lines so labelled."""
     evaluator = point.evaluator
@@ -217,16 +232,7 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
                        trust_remote_code=cfg.model.trust_remote_code)  # a folder transformers cannot load
 
     summary_point = point_summary(cfg, spec)
-    wandb_run = WandbRun(
-        cfg.logger.name == "wandb", init_timeout=cfg.logger.init_timeout, verbose=cfg.logger.verbose,
-        project=cfg.logger.project, entity=cfg.logger.entity, mode=cfg.logger.mode,
-        group=layout["group"], job_type=layout["job_type"], tags=layout["tags"], name=layout["name"],
-        config={**config_dict, "point": summary_point, "provenance": provenance()}, dir=str(output_dir),
-        id=attempts.run_id(), resume="allow",  # every attempt at the point logs into one W&B run
-    )
-    if wandb_run.run is not None:
-        log.info("W&B run %r (id %s, group %s): %s", layout["name"], wandb_run.run.id, layout["group"],
-                 wandb_run.where)
+    wandb_run = WandbRun(False)  # opened once the model and data are known good: a refused run leaves none
     failed, interrupted = True, False
     try:
         with point.stage("load_model"):
@@ -242,6 +248,7 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
                 raise ConfigError(str(exc)) from None
         if spec.min_top_k is not None:  # a top-K too small for every target matrix: refuse before any statistics
             check_top_k(cfg.method.name, cfg.top_k, point.target_shapes, spec.min_top_k)
+        wandb_run = open_wandb_run(cfg, layout, config_dict, summary_point, attempts.run_id(), output_dir)
 
         bench.used.clear()
         with point.stage("identification"):
