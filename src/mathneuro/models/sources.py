@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mathneuro.models.embedded import EMBEDDED_SCHEME, embedded_gguf_path
+from mathneuro.models.hub import hub_access
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
@@ -63,8 +64,6 @@ def _resolve_source(name_or_path: str, gguf_file: str | None, cache_dir: str | N
         raise ValueError(f"model.name_or_path: local path {text!r} does not exist (resolved to {path.resolve()})")
     if gguf_file:  # a GGUF file inside a Hub repository
         from huggingface_hub import hf_hub_download
-
-        from mathneuro.models.hub import hub_access
 
         local_only = hub_access(text, revision, filename=gguf_file)  # an unreachable Hub: one line, no retries
         try:
