@@ -65,7 +65,11 @@ def _resolve_source(name_or_path: str, gguf_file: str | None, cache_dir: str | N
     if gguf_file:  # a GGUF file inside a Hub repository
         from huggingface_hub import hf_hub_download
 
-        local_only = hub_access(text, revision, filename=gguf_file)  # an unreachable Hub: one line, no retries
+        try:
+            local_only = hub_access(text, revision, filename=gguf_file)  # an unreachable Hub: one line, no retries
+        except ValueError as exc:
+            raise ValueError(f"model.name_or_path: cannot fetch {gguf_file!r} from Hub repo {text!r} "
+                             f"({str(exc).split(': ', 1)[-1]})") from None
         try:
             return _Source("gguf", hf_hub_download(text, gguf_file, revision=revision, local_files_only=local_only))
         except Exception as exc:  # offline, missing repo or file: one message
