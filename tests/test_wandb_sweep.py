@@ -164,6 +164,9 @@ def test_quiet_with_one_status_line_and_stages_in_each_points_log(swept):
         assert "eval [edited model] arith" in text and re.search(r"W&B run '(mathneuro|random) K=0\.05 s=1\.[13] seed=0' \(id ",
                                                                  text)
         assert "unedited model: " in text
+        folder = re.search(r"W&B run '[^']*' \(id \w+, group [\w-]+\): (\S+) \(offline; upload it with `wandb sync (\S+)`\)",
+                           text)
+        assert folder and folder.group(1) == folder.group(2) and Path(folder.group(1)).is_dir(), text[-2000:]
     assert sum("eval [unedited model] arith" in text for text in logs) == 1  # evaluated once, then from the cache
 
 

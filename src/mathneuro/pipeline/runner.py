@@ -196,7 +196,7 @@ def open_wandb_run(cfg: Config, layout: dict, config: dict, run_id: str, output_
         config=config, dir=str(output_dir), id=run_id, resume="allow",
     )
     if run.run is not None:
-        log.info("W&B run %r (id %s, group %s): %s", layout["name"], run.run.id, layout["group"], run.where)
+        log.info("W&B run %r (id %s, group %s): %s", layout["name"], run.run.id, layout["group"], run.told)
     return run
 
 
