@@ -13,6 +13,7 @@ from tests.test_report import sweep  # noqa: F401 - the fixture: a sweep folder 
 from tests.wandb_records import read_run
 
 
+@pytest.mark.integration  # W&B's service and record reader are processes
 def test_the_report_run_takes_the_sweeps_mode_and_says_where_it_went(tmp_path: Path, sweep: Path,  # noqa: F811
                                                                       monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     monkeypatch.delenv("WANDB_MODE", raising=False)  # W&B's own default would be online

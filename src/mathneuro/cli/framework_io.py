@@ -12,6 +12,7 @@ dropped, so the lines that follow go to the console only).
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import sys
@@ -22,14 +23,21 @@ _last = threading.local()
 _installed: list[bool] = []
 
 
+#: errno values of a refused write: only these are attributed to the last file written.
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG}
+
+
 def _audit(event: str, args: tuple) -> None:
     if event != "open" or not args:
         return
-    path, mode = args[0], args[1] if len(args) > 1 else None
-    flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
-    writing = any(c in mode for c in "wax+") if isinstance(mode, str) else bool(flags & _WRITE_FLAGS)
-    if writing and isinstance(path, (str, bytes, os.PathLike)):
-        _last.path = os.fsdecode(path)
+    try:  # an audit hook's error would fail the open itself: never let one out
+        path, mode = args[0], args[1] if len(args) > 1 else None
+        flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+        writing = any(c in mode for c in "wax+") if isinstance(mode, str) else bool(flags & _WRITE_FLAGS)
+        if writing and isinstance(path, (str, bytes, os.PathLike)):
+            _last.path = os.fsdecode(path)
+    except Exception:  # noqa: BLE001, S110 - e.g. at interpreter shutdown
+        pass
 
 
 def track_writes() -> None:
@@ -45,8 +53,9 @@ def last_written() -> str | None:
 
 
 def named(exc: OSError) -> OSError:
-    """``exc`` itself when it names a file, else the same error naming :func:`last_written`."""
-    if exc.filename is not None or last_written() is None:
+    """``exc`` itself when it names a file, else (a refused write: :data:`WRITE_ERRNOS`) the same error naming
+    :func:`last_written`."""
+    if exc.filename is not None or exc.errno not in WRITE_ERRNOS or last_written() is None:
         return exc
     return OSError(exc.errno, exc.strerror or str(exc), last_written())
 
