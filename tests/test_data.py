@@ -109,6 +109,15 @@ def test_load_errors(tmp_path):
         load_records(str(tmp_path / "broken.jsonl"))
     with pytest.raises(ValueError, match=r"task\.path: empty"):
         load_records("", key="task.path")
+    # a byte that is not UTF-8: the file, its line and column (not "can't decode byte 0xe9 in position 1324")
+    for suffix, head, bad in ((".jsonl", b'{"q": "a"}\n' * 40, b'{"q": "caf\xe9"}\n'), (".csv", b"q\n" + b"a\n" * 40, b"caf\xe9\n"),
+                              (".json", b"[\n" + b'{"q": "a"},\n' * 40, b'{"q": "caf\xe9"}]\n')):
+        path = tmp_path / f"latin1{suffix}"
+        path.write_bytes(head + bad)
+        line = head.count(b"\n") + 1
+        with pytest.raises(ValueError) as info:
+            load_records(str(path), key="task.path")
+        assert str(info.value).startswith(f"task.path: {path}:{line}: not UTF-8 text (byte 0xe9 at column ")
     with pytest.raises(ValueError, match=r"unknown embedded dataset 'embedded://nope'; available: embedded://math_demo"):
         load_records("embedded://nope")
     # a Hub id while offline: a clear error, no network

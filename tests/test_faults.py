@@ -171,6 +171,67 @@ def test_cli_on_a_full_disk_is_one_line_and_exit_2_then_a_rerun_completes(tiny_d
     assert (disk / "run" / "model" / "README.md").is_file() and (disk / "run" / "results.json").is_file()
 
 
+def _fill(disk: Path) -> None:
+    """Write zeros to ``disk`` until it is full."""
+    fd = os.open(disk / "fill", os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def test_hydras_own_writes_on_a_full_disk_are_one_line_naming_the_file_and_leave_nothing(
+        tiny_dir: Path, tmp_path: Path, mounts) -> None:
+    disk = mounts(tmp_path / "disk", size="64k")
+    _fill(disk)
+    args = [*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", "logger=none"]
+    res = cli([*args, f"hydra.run.dir={disk / 'run'}"], cwd=tmp_path)  # Hydra's config snapshot, .hydra/
+    assert res.returncode == 2, res.stderr[-3000:]
+    line = error_line(res)
+    assert line.startswith("mathneuro: error: hydra.run.dir: ") and str(disk / "run") in line, line
+    assert "the disk is full" in line and "Error executing job" not in res.stderr, res.stderr[-3000:]
+    res = cli(["-m", *args, "top_k=0.1,0.2", f"hydra.sweep.dir={disk / 'sweep'}"], cwd=tmp_path)  # multirun.yaml
+    assert res.returncode == 2, res.stderr[-3000:]
+    line = error_line(res)
+    assert line.startswith("mathneuro: error: hydra.sweep.dir: ") and str(disk / "sweep") in line, line
+    assert sorted(p.name for p in disk.iterdir()) == ["fill"]  # no half-written snapshot, no empty folder
+
+
+def test_a_run_or_sweep_dir_below_a_file_and_a_log_on_a_full_disk_are_one_line(tiny_dir: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"  # root writes anywhere: a path below a regular file stops it too (ENOTDIR)
+    blocker.write_text("not a folder")
+    args = [*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", "logger=none"]
+    res = cli(["-m", *args, "top_k=0.1,0.2", f"hydra.sweep.dir={blocker / 'sweep'}"], cwd=tmp_path)
+    assert res.returncode == 2, res.stderr[-3000:]
+    line = error_line(res)
+    assert line.startswith(f"mathneuro: error: hydra.sweep.dir: cannot write '{blocker / 'sweep'}") and \
+        "not a folder" in line, line
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here to stand for a full disk under the log")
+    run = tmp_path / "run"  # the log file on a full disk: every write to /dev/full fails with ENOSPC
+    res = cli([*args, f"hydra.run.dir={run}", "hydra.job_logging.handlers.file.filename=/dev/full"], cwd=tmp_path)
+    assert res.returncode == 2, res.stderr[-3000:]
+    line = error_line(res)
+    assert line.startswith("mathneuro: error: /dev/full: the disk is full") and "Error executing job" not in res.stderr
+    assert not (run / "results.json").exists()
+
+
+def test_a_data_file_with_a_byte_that_is_not_utf8_is_one_line_naming_the_file_and_line(tiny_dir: Path,
+                                                                                         tmp_path: Path) -> None:
+    data = tmp_path / "math.jsonl"
+    lines = [json.dumps({"question": f"{i} + {i}?", "answer": str(2 * i)}).encode() for i in range(30)]
+    lines[16] = b'{"question": "caf\xe9 au lait: 3 + 4?", "answer": "7"}'
+    data.write_bytes(b"\n".join(lines) + b"\n")
+    res = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", f"task.path={data}", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
+    assert res.returncode == 2, res.stderr[-3000:]
+    line = error_line(res)
+    assert line.startswith(f"mathneuro: error: task.path: {data}:17: not UTF-8 text (byte 0xe9 at column 18)"), line
+    assert not (tmp_path / "run").exists()  # refused before any work: no run folder, no W&B run
+
+
 # ------------------------------------------------------------------------------------------- SIGKILL
 KILL_AT = {  # stage -> what on disk says the point is in it
     "statistics pass": lambda cache, run: any((cache / "statistics" / "partial").glob("*.safetensors")),

@@ -13,7 +13,7 @@ import mathneuro
 from mathneuro.results.provenance import git_state, metric_direction
 from mathneuro.results.wandb_layout import (
     IDENTITY_FILE,
-    percent,
+    k_text,
     run_name,
     run_tags,
     sweep_identity,
@@ -48,15 +48,15 @@ def test_processes_racing_for_the_identity_agree(tmp_path: Path) -> None:
 
 
 def test_names_are_short_and_carry_the_other_swept_keys() -> None:
-    assert percent(0.05) == "5%" and percent(0.001) == "0.1%" and percent(0.125) == "12.5%"
-    assert run_name(POINT) == "mathneuro K=1% s=1.1 seed=1"
-    assert run_name({**POINT, "intervention": "prune", "scalar": 0.0}) == "mathneuro K=1% prune seed=1"
-    assert run_name({**POINT, "method": "random", "reference": "wanda"}) == "random(wanda) K=1% s=1.1 seed=1"
-    assert run_name(POINT, {"filter": "race", "num_samples": "100"}) == "mathneuro K=1% s=1.1 seed=1 filter=race num_samples=100"
+    assert k_text(0.05) == "0.05" and k_text(0.001) == "0.001" and k_text(0.125) == "0.125"  # as top_k is written
+    assert run_name(POINT) == "mathneuro K=0.01 s=1.1 seed=1"
+    assert run_name({**POINT, "intervention": "prune", "scalar": 0.0}) == "mathneuro K=0.01 prune seed=1"
+    assert run_name({**POINT, "method": "random", "reference": "wanda"}) == "random(wanda) K=0.01 s=1.1 seed=1"
+    assert run_name(POINT, {"filter": "race", "num_samples": "100"}) == "mathneuro K=0.01 s=1.1 seed=1 filter=race num_samples=100"
     long = run_name(POINT, {"model.name_or_path": "x" * 80})
     other = run_name(POINT, {"model.name_or_path": "x" * 79 + "y"})
     assert len(long) == 64 and long != other  # cut, and still apart
-    assert run_name(POINT, template="{method}/{K}/{filter}") == "mathneuro/1%/race+mmlu"
+    assert run_name(POINT, template="{method}/{K}/{filter}") == "mathneuro/0.01/race+mmlu"
     assert run_name(POINT, template="{method}({reference})") == "mathneuro()"  # a field this point lacks: empty
     with pytest.raises(ValueError, match="logger.run_name"):
         run_name(POINT, template="{nope}")
@@ -65,7 +65,7 @@ def test_names_are_short_and_carry_the_other_swept_keys() -> None:
 def test_tags_name_every_field_a_comparison_filters_by() -> None:
     tags = run_tags(POINT, eval_name="paper", experiment="scaling_sweep", extra=["mine", "x" * 100])
     assert tags[:9] == ["method=mathneuro", "intervention=scale", "model=qwen", "task=gsm8k", "filter=race",
-                        "filter=mmlu", "K=1%", "scalar=1.1", "seed=1"]
+                        "filter=mmlu", "K=0.01", "scalar=1.1", "seed=1"]
     assert {"eval=paper", "experiment=scaling_sweep", "mine"} <= set(tags) and max(map(len, tags)) == 64
 
 

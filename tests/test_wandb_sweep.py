@@ -56,13 +56,13 @@ def test_every_point_and_the_report_share_the_sweeps_group_with_short_unique_nam
     groups = {r.run["run_group"] for r in runs.values()}
     assert groups == {f"sweep-{STAMP[0]}_{STAMP[1]}"}  # the experiment name (none: "sweep"), date and time
     names = {r.run["display_name"] for r in runs.values()}
-    assert names == {f"{m} K=5% s={s} seed=0" for m in METHODS for s in SCALARS}
+    assert names == {f"{m} K=0.05 s={s} seed=0" for m in METHODS for s in SCALARS}
     assert all(len(n) <= 64 for n in names)
     assert {(r.run["job_type"], r.config["point"]["method"]) for r in runs.values()} == {(m, m) for m in METHODS}
     for folder, r in runs.items():
         point = json.loads((folder / "results.json").read_text())["point"]
         assert set(r.run["tags"]) >= {f"method={point['method']}", "intervention=scale", "model=tiny",
-                                      "task=embedded_math", "filter=embedded_nonmath", "K=5%",
+                                      "task=embedded_math", "filter=embedded_nonmath", "K=0.05",
                                       f"scalar={point['scalar']}", "seed=0", "eval=quick"}
     (report,) = swept["reports_before"]
     rep = read_run(report)
@@ -94,12 +94,16 @@ def test_per_example_tables_and_artifacts(swept):
     for folder, r in swept["runs"].items():
         results = json.loads((folder / "results.json").read_text())
         table = r.table("samples/mc")
-        assert table["columns"][:4] == ["doc_id", "prompt_hash", "target", "answer"]
-        assert {"acc", "baseline_answer", "baseline/acc", "same_prompt"} <= set(table["columns"])
+        assert table["columns"][:5] == ["doc_id", "prompt", "target", "answer", "baseline_answer"]  # both answers
+        assert {"acc", "baseline/acc", "prompt_hash", "same_prompt"} <= set(table["columns"])
         records = [json.loads(line) for line in (folder / "samples" / "mc.jsonl").read_text().splitlines()]
         assert len(table["data"]) == len(records) == 4
         row = dict(zip(table["columns"], table["data"][0], strict=True))
         assert row["prompt_hash"] == records[0]["prompt_hash"] and row["same_prompt"] is True
+        assert row["prompt"] == records[0]["prompt"] and row["prompt"].startswith("Question: ")  # which problem
+        arith = dict(zip(*(lambda t: (t["columns"], t["data"][0]))(r.table("samples/arith")), strict=True))
+        assert 0 < len(arith["prompt"]) <= 300 and arith["prompt"].endswith(" =")  # the end of a few-shot prompt
+        assert isinstance(arith["baseline_answer"], str) and isinstance(arith["answer"], str)
         assert not row["answer"].isdigit() and not row["target"].isdigit()  # choices by their text, not an index
         selection = r.artifact("selection")
         assert selection["name"] == f"selection-{r.run['run_id']}" and "selection.safetensors" in selection["files"]
@@ -157,9 +161,12 @@ def test_quiet_with_one_status_line_and_stages_in_each_points_log(swept):
     logs = [(folder / "mathneuro.log").read_text() for folder in swept["runs"]]
     for text in logs:
         assert "statistics embedded_math/linear_inputs:" in text and "selection: " in text
-        assert "eval [edited model] arith" in text and re.search(r"W&B run '(mathneuro|random) K=5% s=1\.[13] seed=0' \(id ",
+        assert "eval [edited model] arith" in text and re.search(r"W&B run '(mathneuro|random) K=0\.05 s=1\.[13] seed=0' \(id ",
                                                                  text)
         assert "unedited model: " in text
+        folder = re.search(r"W&B run '[^']*' \(id \w+, group [\w-]+\): (\S+) \(offline; upload it with `wandb sync (\S+)`\)",
+                           text)
+        assert folder and folder.group(1) == folder.group(2) and Path(folder.group(1)).is_dir(), text[-2000:]
     assert sum("eval [unedited model] arith" in text for text in logs) == 1  # evaluated once, then from the cache
 
 
@@ -172,7 +179,7 @@ def test_logger_group_name_and_tags_are_honoured_and_verbose_brings_the_banners_
     assert [line for line in (res.stdout + res.stderr).splitlines() if line.startswith("wandb:")]
     (folder,) = (out / "wandb").glob("offline-run-*")
     r = read_run(folder)
-    assert (r.run["run_group"], r.run["display_name"], r.run["project"]) == ("my-comparison", "mathneuro at 5%",
+    assert (r.run["run_group"], r.run["display_name"], r.run["project"]) == ("my-comparison", "mathneuro at 0.05",
                                                                              "elsewhere")
     assert "first-try" in r.run["tags"] and "method=mathneuro" in r.run["tags"]
     model = r.artifact("model")  # the exported model, by reference

@@ -117,11 +117,22 @@ def user_error(exc: BaseException) -> str | None:
     if isinstance(exc, OmegaConfBaseException):
         return _omegaconf_line(exc)  # type: ignore[arg-type]
     if isinstance(exc, OSError) and exc.filename is not None:
-        # Only Hydra itself touches the file system before our task: creating the run directory.
-        reason = exc.strerror or type(exc).__name__
-        return (f"hydra.run.dir: cannot write the output directory {str(exc.filename)!r} ({reason}); "
-                "give a writable directory (hydra.run.dir=..., or hydra.sweep.dir=... with -m)")
+        return framework_write_error(exc)
     return None
+
+
+def framework_write_error(exc: OSError, multirun: bool = False) -> str:
+    """One line for a file Hydra itself could not write (the run or sweep folder, its ``.hydra/`` config
+    snapshot, ``multirun.yaml``, its log): ``hydra.run.dir`` (``hydra.sweep.dir`` with -m), the path,
+    what the file system said, and what to do."""
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    what = FILE_SYSTEM_ERRNOS.get(exc.errno) or (exc.strerror or type(exc).__name__)
+    told = f" ({exc.strerror})" if exc.strerror and exc.strerror.lower() != what.lower() else ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        hint = f"free space there or give another directory ({key}=...)"
+    else:
+        hint = f"give a writable directory ({key}=...)"
+    return f"{key}: cannot write {str(exc.filename)!r}: {what}{told}; {hint}"
 
 
 #: errno values that say the file system refused a write or a read (not a bug of ours).
@@ -148,8 +159,9 @@ def file_system_error(exc: OSError) -> str | None:
     return f"{path if path is not None else 'file system'}: {what} ({exc.strerror or exc}); {hint}"
 
 
-#: What Hydra and a refused point leave in a run dir: nothing a user wants to keep.
-REFUSED_LEFTOVERS = (".hydra", ".attempts.json", ".running.lock", "wandb")
+#: What Hydra and a refused point leave in a run dir: nothing a user wants to keep (``.wandb_sweep.json``:
+#: the W&B group and report run id a single run or a sweep would have used).
+REFUSED_LEFTOVERS = (".hydra", ".attempts.json", ".running.lock", "wandb", ".wandb_sweep.json")
 
 
 def remove_refused_run(run_dir: Path, sweep_dir: Path | None = None) -> None:
@@ -161,7 +173,7 @@ def remove_refused_run(run_dir: Path, sweep_dir: Path | None = None) -> None:
         return
     shutil.rmtree(run_dir, ignore_errors=True)
     top = run_dir.parent
-    if sweep_dir is not None and _only_leftovers(Path(sweep_dir).absolute(), ("multirun.yaml",)):
+    if sweep_dir is not None and _only_leftovers(Path(sweep_dir).absolute(), ("multirun.yaml", ".wandb_sweep.json")):
         shutil.rmtree(sweep_dir, ignore_errors=True)
         top = Path(sweep_dir).absolute().parent
     cwd = Path.cwd().absolute()
@@ -171,6 +183,17 @@ def remove_refused_run(run_dir: Path, sweep_dir: Path | None = None) -> None:
         except OSError:
             break
         top = top.parent
+
+
+def remove_snapshot_leftovers(failed: str | os.PathLike, multirun: bool = False) -> None:
+    """After Hydra could not write ``failed`` (its ``.hydra/`` snapshot or ``multirun.yaml``), remove the
+    run or sweep folder it was making when that holds nothing else, so no partial file is left."""
+    failed = Path(failed).absolute()
+    if failed.parent.name == ".hydra":
+        run_dir = failed.parent.parent
+        remove_refused_run(run_dir, run_dir.parent if multirun else None)
+    elif failed.name == "multirun.yaml" and _only_leftovers(failed.parent, ("multirun.yaml",)):
+        shutil.rmtree(failed.parent, ignore_errors=True)
 
 
 def _only_leftovers(folder: Path, names: tuple[str, ...]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from mathneuro.report.overlap import (
     per_module_counts,
     sort_layer_keys,
 )
-from mathneuro.report.wandb_run import log_report_run, sweep_logger
+from mathneuro.report.wandb_run import log_report_run, report_mode, sweep_logger
 from mathneuro.util.io import write_text_atomic
 
 EXIT_USAGE = 2
@@ -49,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--wandb-project", default=None, help="also log figures, tables and paired differences to this W&B project, into the "
                              "sweep's one report run (resumed: same id and group as the sweep's points)")
     parser.add_argument("--wandb-mode", default=None, choices=["online", "offline", "disabled"],
-                        help="W&B mode for --wandb-project (default: W&B's own)")
+                        help="W&B mode for --wandb-project (default: the sweep's own logger.mode, else offline)")
     args = parser.parse_args(argv)
 
 
@@ -84,9 +85,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         for note in report["paired_notes"]:
             print(f"  - {note}")
     if args.wandb_project:  # the sweep's own report run (same id and group), resumed
-        logger = {**sweep_logger(sweep), "project": args.wandb_project, "mode": args.wandb_mode}
-        if log_report_run(report, sweep.resolve(), logger) is None:
-            print("warning: W&B run could not start, nothing logged", file=sys.stderr)
+        return _log_to_wandb(report, sweep.resolve(), args.wandb_project, args.wandb_mode)
+    return 0
+
+
+def _log_to_wandb(report: dict, sweep: Path, project: str, mode: str | None) -> int:
+    """Log the report to the sweep's W&B report run, in the sweep's own mode unless ``mode`` is given, and
+    say where it went; W&B's warnings are one line each (no Python source lines)."""
+    logger = {**sweep_logger(sweep), "project": project, "mode": report_mode(sweep, mode)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        told = log_report_run(report, sweep, logger)
+    for warning in caught:
+        print(f"warning: {' '.join(str(warning.message).split())}", file=sys.stderr)
+    if told is None:
+        print("warning: the W&B report run could not start; nothing logged to W&B", file=sys.stderr)
+    else:
+        print(f"W&B report run: {told}")
     return 0
 
 

@@ -28,10 +28,13 @@ from omegaconf import DictConfig, OmegaConf
 from mathneuro.cli.errors import (
     debug_requested,
     file_system_error,
+    framework_write_error,
     raise_on_sigterm,
     remove_refused_run,
+    remove_snapshot_leftovers,
     user_error,
 )
+from mathneuro.cli.framework_io import guard_log_files, named, one_copy_of_library_logs, track_writes
 from mathneuro.cli.sweep_status import failed_sweep_line
 from mathneuro.pipeline.config import ConfigError, register_configs
 from mathneuro.pipeline.errors import SweepRefused
@@ -113,6 +116,7 @@ def format_table(results: dict) -> str:
 
 
 _SWEEP_DIR: list[str] = []  # a multirun's folder, as its first job saw it (for the status line of a failed sweep)
+_STARTED: list[float] = []  # when the command started (the status line of a failed sweep)
 _TASK_ERRORS: list[BaseException] = []  # what points raised: an OSError not among them came from Hydra's setup
 _DEBUG = False  # MATHNEURO_DEBUG=1 or HYDRA_FULL_ERROR=1 as the user set it
 
@@ -130,6 +134,8 @@ def _task(cfg: DictConfig) -> float:
 
     hc = HydraConfig.get()
     output_dir = hc.runtime.output_dir
+    guard_log_files()  # a log line the disk refuses ends the point with one line naming the log
+    one_copy_of_library_logs()  # a Hub warning once, not also through huggingface_hub's own handler
     if os.environ.get("SUBMITIT_EXECUTOR"):  # a submitit job: SIGTERM (requeue, preemption) saves progress first
         checkpoint_on_sigterm()
     multirun = hc.mode == RunMode.MULTIRUN
@@ -148,6 +154,14 @@ def _task(cfg: DictConfig) -> float:
         if line is None:
             raise
         remove_refused_run(Path(output_dir), Path(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None)
+        _exit_user_error(line)
+    except OSError as exc:  # a full disk, a read-only mount: one line, without Hydra's "Error executing job"
+        line = file_system_error(exc)
+        if line is None:
+            _TASK_ERRORS.append(exc)
+            raise
+        if _SWEEP_DIR:  # Hydra stops a sweep whose point failed before its end callbacks
+            print(failed_sweep_line(_SWEEP_DIR[0], _STARTED[0] if _STARTED else time.time()), file=sys.stderr)
         _exit_user_error(line)
     except BaseException as exc:
         _TASK_ERRORS.append(exc)
@@ -192,6 +206,10 @@ def cfg_in_multirun(args: list[str]) -> str | None:
             + (f" and give one value of each swept key, e.g. {example}" if example else ""))
 
 
+def _multirun(args: list[str]) -> bool:
+    return any(a in ("-m", "--multirun") or a.replace(" ", "") == "hydra.mode=MULTIRUN" for a in args)
+
+
 def main() -> None:
     """Console entry point (``mathneuro`` and ``python -m mathneuro``)."""
     sys.argv[1:] = open_mapping_overrides(sys.argv[1:])
@@ -209,7 +227,9 @@ def main() -> None:
     # Hydra re-raises instead of printing its multi-line report; we print one line (or the traceback).
     os.environ["HYDRA_FULL_ERROR"] = "1"
     raise_on_sigterm()
+    track_writes()  # Hydra's own writes (config snapshot, multirun.yaml) are named when the disk refuses them
     started = time.time()
+    _STARTED[:] = [started]
     try:
         hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")(_task)()
     except SweepRefused as exc:  # a multirun refused before any job (pipeline.sweep_check)
@@ -228,6 +248,9 @@ def main() -> None:
             print(failed_sweep_line(_SWEEP_DIR[0], started), file=sys.stderr)
         if from_point and isinstance(exc, OSError):
             line = file_system_error(exc)
+        elif isinstance(exc, OSError) and named(exc).filename is not None:  # Hydra's own files
+            line = framework_write_error(named(exc), multirun=_multirun(sys.argv[1:]))
+            remove_snapshot_leftovers(named(exc).filename, multirun=_multirun(sys.argv[1:]))
         else:
             line = user_error(exc)
         if line is None:

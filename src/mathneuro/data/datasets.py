@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import importlib.resources
+import io
 import json
 import random
 import string
@@ -74,22 +75,35 @@ def embedded_datasets() -> list[str]:
         return []
 
 
+def read_text(path: str | Path, key: str = "file") -> str:
+    """The UTF-8 text of a data file; bytes that are not UTF-8 are a ValueError naming ``key``, the file,
+    the line and the column (``'utf-8' codec can't decode byte 0xe9 in position 1324`` names neither)."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ValueError(f"{key}: {path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at column {column}); "
+                         "save the file as UTF-8") from None
+
+
 def read_jsonl(path: str | Path, key: str = "file") -> list[Any]:
-    """The records of a JSON-lines file (blank lines skipped); a bad line is a ValueError naming ``key``."""
+    """The records of a JSON-lines file (blank lines skipped); a bad line (not JSON, not UTF-8) is a
+    ValueError naming ``key``, the file and the line."""
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{key}: {path}:{lineno}: not valid JSON ({exc.msg})") from None
+    for lineno, line in enumerate(io.StringIO(read_text(path, key), newline=None), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{key}: {path}:{lineno}: not valid JSON ({exc.msg})") from None
     return rows
 
 
 def _read_json(path: Path, split: str | None, key: str) -> list[Any]:
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, key)
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
@@ -115,8 +129,8 @@ def _read_file(path: Path, split: str | None, key: str) -> list[Any]:
     if suffix == ".json":
         return _read_json(path, split, key)
     if suffix in (".csv", ".tsv"):
-        with open(path, encoding="utf-8", newline="") as f:
-            return list(csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ","))
+        text = io.StringIO(read_text(path, key), newline="")
+        return list(csv.DictReader(text, delimiter="\t" if suffix == ".tsv" else ","))
     if suffix == ".parquet":
         import datasets
 

@@ -28,7 +28,7 @@ from mathneuro.evaluation.answers import extract_integer
 from mathneuro.evaluation.config import ArithConfig, GenerationProbeConfig
 from mathneuro.evaluation.generation import greedy_generate
 from mathneuro.evaluation.likelihood import loglikelihoods, rolling_loglikelihoods
-from mathneuro.evaluation.samples import hash_doc, hash_text
+from mathneuro.evaluation.samples import hash_doc, hash_text, prompt_excerpt
 from mathneuro.evaluation.tasks import probe_data_dir
 
 MC_FILE = "multiple_choice.jsonl"
@@ -124,7 +124,8 @@ def score_arith(model: torch.nn.Module, tokenizer, cfg: ArithConfig, *, batch_si
         answer = extract_integer(output)
         records.append({"doc_id": i, "exact_match": float(answer == problem.answer),
                         "answer": "" if answer is None else str(answer), "target": str(problem.answer),
-                        "doc_hash": hash_text(problem.prompt), "prompt_hash": hash_text(prefix + problem.prompt)})
+                        "doc_hash": hash_text(problem.prompt), "prompt_hash": hash_text(prefix + problem.prompt),
+                        "prompt": prompt_excerpt(prefix + problem.prompt)})
     return records
 
 
@@ -203,7 +204,8 @@ def score_mc(model: torch.nn.Module, tokenizer, records: Sequence[dict], *, batc
         pick_norm = max(range(len(norm)), key=norm.__getitem__)
         scored.append({"doc_id": i, "acc": float(pick == r["answer"]), "acc_norm": float(pick_norm == r["answer"]),
                        "answer": str(r["choices"][pick]), "target": str(r["choices"][r["answer"]]),
-                       "doc_hash": hash_doc(r), "prompt_hash": hash_text(mc_prompt(r["question"]))})
+                       "doc_hash": hash_doc(r), "prompt_hash": hash_text(mc_prompt(r["question"])),
+                       "prompt": prompt_excerpt(mc_prompt(r["question"]))})
     return scored
 
 

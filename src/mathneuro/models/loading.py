@@ -18,6 +18,7 @@ from transformers import (
 from mathneuro.models import gguf as conversion
 from mathneuro.models.devices import _check_dtype_name, resolve_device, resolve_dtype, slow_dtype_warning
 from mathneuro.models.gguf import _check_plain, _conversion_dir, _is_complete, conversion_lock
+from mathneuro.models.hub import hub_access
 from mathneuro.models.sources import _resolve_source
 
 
@@ -28,8 +29,11 @@ def _load_pretrained(
     device_map: str | None,
     revision: str | None,
     trust_remote_code: bool,
+    local_only: bool = False,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     kwargs: dict[str, Any] = {"revision": revision, "trust_remote_code": trust_remote_code}
+    if local_only:  # a Hub id the Hub cannot be asked about: its cached copy, without a retry
+        kwargs["local_files_only"] = True
     if device_map is not None:
         placement: Any = device_map
     elif device.type != "cpu":
@@ -114,15 +118,18 @@ def load_model(
             model, tokenizer = _load_pretrained(str(folder), torch_dtype, torch_device, device_map, None, False)
         conversion.mark_end_of_generation(model, tokenizer)
     else:
+        local = Path(source.location).exists()
+        local_only = False if local else hub_access(source.location, revision)  # refuses an unreachable id at once
         try:
-            config = AutoConfig.from_pretrained(source.location, revision=revision, trust_remote_code=trust_remote_code)
+            config = AutoConfig.from_pretrained(source.location, revision=revision, trust_remote_code=trust_remote_code,
+                                                **({"local_files_only": True} if local_only else {}))
         except OSError as exc:
-            where = "local folder" if Path(source.location).exists() else "Hub id"
+            where = "local folder" if local else "Hub id"
             raise ValueError(f"model.name_or_path: cannot load the config of {where} {source.location!r} ({exc})") from exc
         recorded = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
         torch_dtype = resolve_dtype(dtype_name, torch_device, checkpoint_dtype=recorded)
         model, tokenizer = _load_pretrained(
-            source.location, torch_dtype, torch_device, device_map, revision, trust_remote_code
+            source.location, torch_dtype, torch_device, device_map, revision, trust_remote_code, local_only
         )
     _check_plain(model, str(name_or_path))
     _warn_slow_dtype(torch_dtype, torch_device)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mathneuro.models.embedded import EMBEDDED_SCHEME, embedded_gguf_path
+from mathneuro.models.hub import hub_access
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
@@ -65,7 +66,12 @@ def _resolve_source(name_or_path: str, gguf_file: str | None, cache_dir: str | N
         from huggingface_hub import hf_hub_download
 
         try:
-            return _Source("gguf", hf_hub_download(text, gguf_file, revision=revision))
+            local_only = hub_access(text, revision, filename=gguf_file)  # an unreachable Hub: one line, no retries
+        except ValueError as exc:
+            raise ValueError(f"model.name_or_path: cannot fetch {gguf_file!r} from Hub repo {text!r} "
+                             f"({str(exc).split(': ', 1)[-1]})") from None
+        try:
+            return _Source("gguf", hf_hub_download(text, gguf_file, revision=revision, local_files_only=local_only))
         except Exception as exc:  # offline, missing repo or file: one message
             raise ValueError(f"model.name_or_path: cannot fetch {gguf_file!r} from Hub repo {text!r} ({exc})") from exc
     return _Source("pretrained", text)

@@ -51,7 +51,7 @@ from mathneuro.pipeline.preflight import (
     refuse_empty_selection,
 )
 from mathneuro.pipeline.workbench import Samples, Workbench, _plain, get_workbench, prepare_samples  # noqa: F401
-from mathneuro.results.provenance import package_versions, provenance
+from mathneuro.results.provenance import model_provenance, package_versions, plugin_provenance, provenance
 from mathneuro.results.recording import WandbRun
 from mathneuro.results.schema import RESULTS_FILE, PointResult, read_complete_results
 from mathneuro.results.wandb_point import log_point, point_layout
@@ -190,6 +190,19 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
         claim.release()
 
 
+def open_wandb_run(cfg: Config, layout: dict, config: dict, run_id: str, output_dir: Path) -> WandbRun:
+    """The point's W&B run (a no-op one without ``logger=wandb``); every attempt at the point logs into it."""
+    run = WandbRun(
+        cfg.logger.name == "wandb", init_timeout=cfg.logger.init_timeout, verbose=cfg.logger.verbose,
+        project=cfg.logger.project, entity=cfg.logger.entity, mode=cfg.logger.mode,
+        group=layout["group"], job_type=layout["job_type"], tags=layout["tags"], name=layout["name"],
+        config=config, dir=str(output_dir), id=run_id, resume="allow",
+    )
+    if run.run is not None:
+        log.info("W&B run %r (id %s, group %s): %s", layout["name"], run.run.id, layout["group"], run.told)
+    return run
+
+
 def _evaluate_baseline(point: Point, samples_dir) -> dict[str, float]:
     """The unedited model's metrics (evaluated, or read from the cache), its evaluation lines so labelled."""
     evaluator = point.evaluator
@@ -220,16 +233,7 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
                        trust_remote_code=cfg.model.trust_remote_code)  # a folder transformers cannot load
 
     summary_point = point_summary(cfg, spec)
-    wandb_run = WandbRun(
-        cfg.logger.name == "wandb", init_timeout=cfg.logger.init_timeout, verbose=cfg.logger.verbose,
-        project=cfg.logger.project, entity=cfg.logger.entity, mode=cfg.logger.mode,
-        group=layout["group"], job_type=layout["job_type"], tags=layout["tags"], name=layout["name"],
-        config={**config_dict, "point": summary_point, "provenance": provenance()}, dir=str(output_dir),
-        id=attempts.run_id(), resume="allow",  # every attempt at the point logs into one W&B run
-    )
-    if wandb_run.run is not None:
-        log.info("W&B run %r (id %s, group %s): %s", layout["name"], wandb_run.run.id, layout["group"],
-                 wandb_run.where)
+    wandb_run = WandbRun(False)  # opened once the model and data are known good: a refused run leaves none
     failed, interrupted = True, False
     try:
         with point.stage("load_model"):
@@ -245,6 +249,10 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
                 raise ConfigError(str(exc)) from None
         if spec.min_top_k is not None:  # a top-K too small for every target matrix: refuse before any statistics
             check_top_k(cfg.method.name, cfg.top_k, point.target_shapes, spec.min_top_k)
+        origin = {"model": model_provenance(cfg.model.name_or_path, cfg.cache_dir),  # what ran besides mathneuro
+                  "plugins": plugin_provenance(config_dict)}
+        wandb_run = open_wandb_run(cfg, layout, {**config_dict, "point": summary_point, "provenance": provenance(**origin)},
+                                   attempts.run_id(), output_dir)
 
         bench.used.clear()
         with point.stage("identification"):
@@ -332,7 +340,7 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
             versions=_versions(), objective=objective_value(cfg, metrics, baseline),
             hardware=describe_hardware(bench.model), cluster=cluster_info(), attempts=attempts.count,
             resumed=attempts.resumed(), drafting=drafting,
-            provenance=provenance(point.evaluator.last_task_info if evaluate else {}),
+            provenance=provenance(point.evaluator.last_task_info if evaluate else {}, **origin),
         )
         record.extra["method_facts"] = spec.facts()
         record.extra["intervention"] = {"name": ispec.name, **edit.record}

@@ -33,10 +33,18 @@ def sweep_logger(sweep: Path) -> dict[str, Any]:
         return {}
 
 
+def report_mode(sweep: Path, asked: str | None = None) -> str:
+    """The W&B mode of a sweep's report run: ``asked``, else the mode its points ran with (``logger.mode`` in
+    its ``multirun.yaml``), else offline (the project's default, which needs no account)."""
+    return asked or str(sweep_logger(sweep).get("mode") or "offline")
+
+
 def log_report_run(report: Mapping, sweep: Path, logger: Mapping[str, Any], experiment: str | None = None
                    ) -> str | None:
     """Log ``report`` to the sweep's one W&B report run: its id is kept in the sweep's identity file, so a
-    rewrite (a resumed sweep, a later ``mathneuro-report``) resumes the same run. Returns the run id."""
+    rewrite (a resumed sweep, a later ``mathneuro-report``) resumes the same run. Returns where the run
+    went (:attr:`~mathneuro.results.recording.WandbRun.told`: its URL, or its folder and ``wandb sync``),
+    None when it could not start."""
     identity = sweep_identity(sweep, experiment)
     group = logger.get("group") or identity["group"]
     run = WandbRun(True, init_timeout=logger.get("init_timeout", 30.0), verbose=bool(logger.get("verbose", False)),
@@ -47,11 +55,12 @@ def log_report_run(report: Mapping, sweep: Path, logger: Mapping[str, Any], expe
     if run.run is None:
         return None
     log_report_to_wandb(report, run.run)
-    log.info("W&B report run %r (id %s, group %s): %s", f"report {group}"[:64], run.run.id, group, run.where)
+    told = run.told
+    log.info("W&B report run %r (id %s, group %s): %s", f"report {group}"[:64], run.run.id, group, told)
     run.finish()
     if logger.get("mode") == "online":
         try:
             update_point_summaries(load_results(sweep)[0], report.get("paired") or [])
         except Exception as exc:  # noqa: BLE001 - the report run holds the same numbers
             log.warning("W&B: the points' summaries were not updated with their paired differences: %s", exc)
-    return identity["report_run_id"]
+    return told

@@ -84,6 +84,15 @@ class WandbRun:
         url = getattr(self.run, "url", None) if not self.run.offline else None
         return url or str(Path(self.run.dir).parent)
 
+    @property
+    def told(self) -> str | None:
+        """Where the run went, as a user reads it: the URL online; offline its folder and how to upload it."""
+        if self.run is None:
+            return None
+        if not self.run.offline:
+            return self.where
+        return f"{self.where} (offline; upload it with `wandb sync {self.where}`)"
+
     def _safe(self, what: str, fn) -> None:
         if self.run is None:
             return

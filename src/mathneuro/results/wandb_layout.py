@@ -4,7 +4,7 @@
   the same for every point and for the sweep's report run, also when the sweep is resumed or its
   report rewritten. It is kept in ``<sweep dir>/.wandb_sweep.json`` together with the report run's id,
   written once by whichever process needs it first. ``logger.group`` replaces the group.
-- **Name**: ``mathneuro K=5% s=1.1 seed=0`` (method, K as a percentage, the scalar or ``prune``, the seed),
+- **Name**: ``mathneuro K=0.05 s=1.1 seed=0`` (method, K as the fraction ``top_k`` is everywhere, the scalar or ``prune``, the seed),
   plus every other swept key's value (``filter=race``) so that names are unique within the sweep; at
   most 64 characters (longer ones are cut and end in a short hash). ``logger.run_name`` replaces it
   with a template over the point's fields (``"{method} K={K} {filter}"``).
@@ -33,10 +33,11 @@ NAMED_KEYS = ("method", "method.name", "top_k", "intervention", "intervention.na
 _STAMP = re.compile(r"(\d{4}-\d{2}-\d{2})[/_ T.-](\d{2}-\d{2}-\d{2})$")
 
 
-def percent(top_k: Any) -> str:
-    """``0.05`` -> ``"5%"``, ``0.001`` -> ``"0.1%"`` (K as researchers say it)."""
+def k_text(top_k: Any) -> str:
+    """K as every output writes it: the fraction the config's ``top_k`` holds (``0.05``), the same in run
+    names, tags, the report run's K axis, results.json and the CSVs."""
     try:
-        return f"{float(top_k) * 100:.4g}%"
+        return repr(float(top_k))
     except (TypeError, ValueError):
         return str(top_k)
 
@@ -121,7 +122,7 @@ def _fit(name: str, limit: int = MAX_NAME) -> str:
 
 def run_name(point: Mapping[str, Any], extras: Mapping[str, str] | None = None, template: str | None = None) -> str:
     """The W&B name of a point (see the module docstring)."""
-    fields = {**point, "K": percent(point.get("top_k"))}
+    fields = {**point, "K": k_text(point.get("top_k"))}
     if template:
         try:  # a field this point lacks (``reference`` of a non-random point) is empty
             return _fit(template.format_map(_Fields(fields, reference="", share="")), 128)
@@ -144,7 +145,7 @@ def run_tags(point: Mapping[str, Any], *, eval_name: str | None = None, experime
     tags = [f"method={point.get('method')}", f"intervention={point.get('intervention')}",
             f"model={point.get('model')}", f"task={point.get('task')}"]
     tags += [f"filter={f}" for f in str(point.get("filter") or "").split("+") if f]
-    tags += [f"K={percent(point.get('top_k'))}", f"scalar={point.get('scalar')}", f"seed={point.get('seed')}"]
+    tags += [f"K={k_text(point.get('top_k'))}", f"scalar={point.get('scalar')}", f"seed={point.get('seed')}"]
     if eval_name:
         tags.append(f"eval={eval_name}")
     if experiment:

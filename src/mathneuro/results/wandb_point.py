@@ -6,8 +6,10 @@
   ``rel_change/<m>`` = (after - before) / before, ``selection/*``, ``per_layer/*``, ``time/<stage>``.
 - **Metric definitions**: ``define_metric`` for each of those metric keys, its summary the best value
   (``max`` where higher is better, ``min`` where lower is: the task's ``higher_is_better``, else the name).
-- **Tables** (``eval.log_samples``): ``samples/<task>`` (a group's: one table, its subtask a column), one row per example: doc id, prompt hash, target,
-  the edited model's answer and scores, the unedited model's answer and scores (``baseline/<metric>``).
+- **Tables** (``eval.log_samples``): ``samples/<task>`` (a group's: one table, its subtask a column), one row per
+  example: doc id, the prompt's last 300 characters (its question), target, the edited model's answer and the
+  unedited model's (``baseline_answer``) side by side, their scores (``<metric>``, ``baseline/<metric>``), the
+  prompt's hash and ``same_prompt``.
 - **Artifacts**, with metadata (method, K, scalar, model, task, filter, seed, statistics keys, group):
   ``selection-<run id>`` (type ``selection``: the saved ``selection*.safetensors``), ``results-<run id>``
   (type ``results``: ``results.json`` and the per-example records) and ``model-<run id>`` (type ``model``:
@@ -30,7 +32,7 @@ from mathneuro.results.schema import POINT_FIELDS, PointResult
 from mathneuro.results.wandb_layout import run_name, run_tags, sweep_identity
 
 log = logging.getLogger("mathneuro")
-_NOT_METRICS = ("doc_id", "subtask", "doc_hash", "prompt_hash", "target", "answer", "response")
+_NOT_METRICS = ("doc_id", "subtask", "doc_hash", "prompt_hash", "prompt", "target", "answer", "response")
 
 
 def point_layout(cfg: Any, point: Mapping[str, Any], output_dir: Path, *, group: str | None = None,
@@ -80,21 +82,25 @@ def _cell(value: Any) -> Any:
 
 
 def samples_table(mine: list[dict], theirs: list[dict] | None) -> tuple[list[str], list[list[Any]]]:
-    """Columns and rows of one task's ``samples/<task>`` table (``theirs``: the unedited model's records)."""
+    """Columns and rows of one task's ``samples/<task>`` table (``theirs``: the unedited model's records):
+    the example (doc id, subtask, the end of its prompt, target), the edited and the unedited model's answers
+    side by side, their scores, then the prompt's hash and whether both models saw the same prompt."""
     metrics = sorted({k for r in mine for k in r if k not in _NOT_METRICS and not k.startswith(("answer,", "response"))})
     keyed = {(r.get("subtask"), r.get("doc_id")): r for r in theirs or []}
     sub = any("subtask" in r for r in mine)
-    cols = ["doc_id", *(["subtask"] if sub else []), "prompt_hash", "target", "answer", *metrics]
-    if theirs is not None:
-        cols += ["baseline_answer", *(f"baseline/{m}" for m in metrics), "same_prompt"]
+    both = theirs is not None
+    cols = ["doc_id", *(["subtask"] if sub else []), "prompt", "target", "answer", *(["baseline_answer"] if both else []),
+            *metrics, *((f"baseline/{m}" for m in metrics) if both else ()), "prompt_hash", *(["same_prompt"] if both else [])]
     rows = []
     for r in mine:
-        row = [r.get("doc_id"), *([r.get("subtask")] if sub else []), r.get("prompt_hash"), r.get("target"),
-               r.get("answer"), *(r.get(m) for m in metrics)]
-        if theirs is not None:
-            b = keyed.get((r.get("subtask"), r.get("doc_id")), {})
-            row += [b.get("answer"), *(b.get(m) for m in metrics),
-                    None if not b.get("prompt_hash") else b.get("prompt_hash") == r.get("prompt_hash")]
+        b = keyed.get((r.get("subtask"), r.get("doc_id")), {})
+        row = [r.get("doc_id"), *([r.get("subtask")] if sub else []), r.get("prompt", b.get("prompt")), r.get("target"),
+               r.get("answer"), *([b.get("answer")] if both else []), *(r.get(m) for m in metrics)]
+        if both:
+            row += [b.get(m) for m in metrics]
+        row.append(r.get("prompt_hash"))
+        if both:
+            row.append(None if not b.get("prompt_hash") else b.get("prompt_hash") == r.get("prompt_hash"))
         rows.append([_cell(v) for v in row])
     return cols, rows
 
