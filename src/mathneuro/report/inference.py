@@ -18,7 +18,8 @@ scored on the same n examples under each of D identification draws: ``E[s, i]``,
 - p-values are those of the same intervals (a hull's p-value is the larger of its parts'), so a
   decision from a p-value and the matching interval agree: equivalence within +-margin by two
   one-sided tests at alpha (the 90 % interval inside the margins), a difference at two-sided alpha
-  (the 95 % interval excludes 0).
+  (the 95 % interval excludes 0). The verdict every output shows is :func:`row_verdict`: the draws +
+  examples interval decides (:data:`VERDICT_RULE`); the examples-only interval decides nothing.
 - :func:`holm` adjusts a family's p-values (step-down, strong control of the family-wise error).
 """
 
@@ -288,9 +289,36 @@ def equivalence_verdict(p_equivalence: float, p_nonequivalence: float, alpha: fl
 
 
 def difference_verdict(p_difference: float, estimate: float, alpha: float = ALPHA) -> str:
+    """The verdict of a p-value (Holm's adjusted ones: a family's decisions)."""
     if p_difference > alpha:
         return NO_DIFFERENCE
     return HIGHER if estimate > 0 else LOWER
+
+
+#: The interval that decides every paired verdict, as outputs label it.
+VERDICT_INTERVAL = "draws + examples"
+#: Why that one, in a sentence the report's footnotes and docs share.
+VERDICT_RULE = ("the verdict is decided by the draws + examples interval alone (excludes 0: higher or lower; "
+                "else no difference shown): it resamples the identification draws as well as the examples and, "
+                "for 0/1 metrics, is never narrower than Newcombe's interval (rule of three when nothing "
+                "changed), so a difference that another draw of weights or a ceiling could explain is not "
+                "called one; the examples-only interval is narrower, is shown for reference and decides nothing")
+
+
+def interval_verdict(low: float, high: float) -> str:
+    """THE verdict rule of a paired comparison: ``higher`` when the interval lies above 0, ``lower`` when
+    below, else ``no difference shown``. Give it the :data:`VERDICT_INTERVAL` (``ci95_low``, ``ci95_high``)."""
+    if low > 0:
+        return HIGHER
+    if high < 0:
+        return LOWER
+    return NO_DIFFERENCE
+
+
+def row_verdict(row: Mapping[str, Any]) -> str:
+    """The verdict of one ``paired.csv`` row: :func:`interval_verdict` of its draws + examples interval.
+    Every output (console, summary.md, paired.csv, the W&B report run) calls this, so they never disagree."""
+    return interval_verdict(float(row["ci95_low"]), float(row["ci95_high"]))
 
 
 def inference_columns(edited: Any, reference: Any, *, margin: float | None = None, confidence: float = 0.95,
@@ -309,7 +337,7 @@ def inference_columns(edited: Any, reference: Any, *, margin: float | None = Non
         "ci90_low": low90, "ci90_high": high90, "interval": how,
         "changed_up": int(np.sum((e - r) > 0)), "changed_down": int(np.sum((e - r) < 0)),
         "margin": margin, "p_equivalence": None, "p_nonequivalence": None, "equivalence": None,
-        "p_difference": p_diff, "difference": difference_verdict(p_diff, tests.estimate, alpha),
+        "p_difference": p_diff, "difference": interval_verdict(low, high),
         "family": None, "holm_equivalence": None, "holm_difference": None,
     }
     if margin is not None:
@@ -395,16 +423,18 @@ def apply_holm(rows: list[dict], families: Iterable[str | Family], *, alpha: flo
 
 # ---------------------------------------------------------------------------------------- output
 def markdown_cells(row: Mapping[str, Any]) -> dict[str, str]:
-    """``{header: cell}`` of one paired row for a markdown table: the difference with its examples-only
-    interval, the draws + examples interval, the examples changed each way and, where a margin or a
-    family was set, the verdicts (Holm's in brackets)."""
+    """``{header: cell}`` of one paired row for a markdown table: the difference, the draws + examples
+    interval (which decides, :func:`row_verdict`), the examples-only interval (labelled, for reference),
+    the examples changed each way, the verdict and, where a margin or a family was set, the equivalence
+    verdicts and Holm's (in brackets)."""
     cells = {
-        "edited - reference": f"{row['diff']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]",
-        "draws + examples": f"[{row['ci95_low']:+.3f}, {row['ci95_high']:+.3f}]",
+        "difference": f"{row['diff']:+.3f}",
+        f"interval, {VERDICT_INTERVAL} (decides)": f"[{row['ci95_low']:+.3f}, {row['ci95_high']:+.3f}]",
+        "interval, examples only": f"[{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]",
         "changed +/-": f"{row['changed_up']}/{row['changed_down']}",
     }
     holm_diff = f" (Holm: {row['holm_difference']})" if row.get("holm_difference") else ""
-    cells["difference"] = f"{row['difference']}{holm_diff}"
+    cells["verdict"] = f"{row_verdict(row)}{holm_diff}"
     if row.get("margin") is not None:
         holm_eq = f" (Holm: {row['holm_equivalence']})" if row.get("holm_equivalence") else ""
         cells[f"within +-{row['margin']:g}"] = f"{row['equivalence']}{holm_eq}"

@@ -45,9 +45,11 @@ from typing import Any
 import numpy as np
 
 from mathneuro.data.datasets import read_jsonl
+from mathneuro.report.identity import PREFIX, identity_fields, mark_identities
 from mathneuro.report.inference import (
     DEFAULT_RESAMPLES,
     INFERENCE_COLUMNS,
+    VERDICT_RULE,
     apply_holm,
     inference_columns,
     markdown_cells,
@@ -229,7 +231,9 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
     for result in without:
         notes.append(f"{_job(result)}: no per-example records (eval.log_samples=false?); skipped in paired.csv")
 
-    group_fields = ("method", "reference", *MATCH_FIELDS)
+    split = mark_identities([r for r, _ in with_records], ("method", "reference", *MATCH_FIELDS))
+    group_fields = ("method", "reference", *MATCH_FIELDS, *split)  # points that differ in a config key stay apart
+    match_fields = (*MATCH_FIELDS, *(f for f in split if not f.startswith(f"{PREFIX}method.")), "seed")
     groups: dict[tuple, list[tuple[Mapping, PointRecords]]] = {}
     randoms: dict[str, dict[tuple, PointRecords]] = {}  # reference name -> points by match key and seed
     facts: dict[str, dict] = {}  # reference name or method -> its method's facts
@@ -241,7 +245,7 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
         name = reference_name(point, own)
         if name is not None:
             facts.setdefault(name, own)
-            randoms.setdefault(name, {})[_group_key(point, (*MATCH_FIELDS, "seed"))] = recs
+            randoms.setdefault(name, {})[_group_key(point, match_fields)] = recs
     rows: list[dict] = []
     for gkey in sorted(groups, key=lambda k: tuple(_sort_value(v) for v in k)):
         members = sorted(groups[gkey], key=lambda m: _sort_value((m[0].get("point") or {}).get("seed")))
@@ -268,7 +272,7 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
                 continue
             pairs_rand = []
             for result, recs in members:
-                ref = randoms[name].get(_group_key(result.get("point") or {}, (*MATCH_FIELDS, "seed")))
+                ref = randoms[name].get(_group_key(result.get("point") or {}, match_fields))
                 if ref is not None:
                     pairs_rand.append((recs, ref))
             if not pairs_rand:
@@ -337,6 +341,7 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
                 "n_examples": len(docs), "diff": diff, "ci_low": low, "ci_high": high,
                 "side": tasks[task], "model": point.get("model"), "filter": point.get("filter"),
                 "intervention": point.get("intervention"), "num_samples": point.get("num_samples"),
+                **{k: v for k, v in point.items() if k.startswith(PREFIX)},  # config keys that keep points apart
                 **inference_columns(mine, theirs, margin=margin, confidence=confidence, resamples=resamples,
                                     seed=_rng_seed(seed, key)),
             })
@@ -344,18 +349,24 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
 
 
 # ------------------------------------------------------------------------------------------- output
+def paired_columns(rows: Sequence[Mapping]) -> list[str]:
+    """:data:`COLUMNS`, :data:`EXTRA_COLUMNS`, then the ``config.<key>`` fields that keep points apart
+    (:mod:`mathneuro.report.identity`)."""
+    return [*COLUMNS, *EXTRA_COLUMNS, *identity_fields(rows)]
+
+
 def write_paired_csv(rows: Sequence[Mapping], path: str | Path) -> Path:
-    """``paired.csv``: :data:`COLUMNS` then :data:`EXTRA_COLUMNS` (side, model, filter, ...)."""
-    return write_csv(rows, path, [*COLUMNS, *EXTRA_COLUMNS])
+    """``paired.csv``: :func:`paired_columns` (side, model, filter, ..., any ``config.<key>`` that differs)."""
+    return write_csv(rows, path, paired_columns(rows))
 
 
 def paired_markdown(report: PairedReport, *, confidence: float = 0.95) -> str:
     """The markdown section: one table row per comparison, the interval beside the difference,
     then the notes (skipped points, missing references)."""
-    parts = [f"## Paired differences on the same examples (mean, {confidence:.0%} bootstrap interval)\n"]
+    parts = [f"## Paired differences on the same examples (mean, {confidence:.0%} bootstrap intervals)\n"]
     rows = report.rows
     if rows:
-        varying = [f for f in ("model", "filter", "intervention", "num_samples")
+        varying = [f for f in ("model", "filter", "intervention", "num_samples", *identity_fields(rows))
                    if len({_key(r.get(f)) for r in rows}) > 1]
         cols = ["method", *varying, "top_k", "scalar", "reference", "task", "metric", "seeds", "n_examples"]
         head = cols + list(markdown_cells(rows[0]))
@@ -364,10 +375,8 @@ def paired_markdown(report: PairedReport, *, confidence: float = 0.95) -> str:
             cells = [str(r.get(c)) for c in cols] + list(markdown_cells(r).values())
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         parts.append("\n".join(lines) + "\n")
-        parts.append("An interval that excludes 0 is a difference the evaluation sample resolves; "
-                     "seeds are pooled per example (see `mathneuro.report.paired`). The draws + examples interval also "
-                     "resamples the identification draws and, for 0/1 metrics, never collapses (Newcombe; rule of "
-                     "three when nothing changed); changed = examples up / down (see `mathneuro.report.inference`).\n")
+        parts.append(f"Verdict: {VERDICT_RULE}. Seeds are pooled per example (see `mathneuro.report.paired`); "
+                     "changed = examples up / down (see `mathneuro.report.inference`).\n")
     if report.notes:
         parts.append("\n".join(f"- {n}" for n in report.notes) + "\n")
     return "\n".join(parts)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mathneuro.report.efficiency import write_data_efficiency
 from mathneuro.report.figures import plot_metric_vs_scalar, plot_metric_vs_topk, plot_per_layer
+from mathneuro.report.identity import mark_identities
 from mathneuro.report.paired import write_paired
 from mathneuro.report.sweep import load_results
 from mathneuro.report.tables import (
@@ -17,6 +18,7 @@ from mathneuro.report.tables import (
     _sort_key,
     aggregate,
     comparison_rows,
+    group_fields,
     markdown_table,
     metric_names,
     tidy_rows,
@@ -94,14 +96,15 @@ def _summary_markdown(sweep: Path, rows: list[dict], missing: list[dict], metric
         for entry in comp:
             item = {k: entry.get(k) for k in by}
             for m in metrics:
-                if f"{m}/mean" in entry:
-                    item[m] = f"{entry[f'{m}/mean']:.4g} ± {entry[f'{m}/std']:.2g}"
+                if f"{m}/mean" in entry:  # one seed has no spread to show
+                    spread = f" ± {entry[f'{m}/std']:.2g}" if entry.get("n", 1) > 1 else ""
+                    item[m] = f"{entry[f'{m}/mean']:.4g}{spread}"
             item["n"] = entry.get("n")
             display.append(item)
         parts.append(markdown_table(display, by + [m for m in metrics] + ["n"]))
     if rows and any("selection/num_selected" in r for r in rows):
         parts.append("\n## Selection size (mean over seeds)\n")
-        by = [f for f in GROUP_FIELDS if len({_hashable(r.get(f)) for r in rows}) > 1] or ["method"]
+        by = group_fields(rows)
         sel_rows: dict[tuple, dict] = {}
         sel_cols = ["selection/num_selected", "selection/fraction_of_model", "selection/fraction_of_scored"]
         if any("selection/fraction_of_model_edited" in r for r in rows):  # neurons counted as the weights they feed
@@ -161,6 +164,7 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
         raise ValueError(f"no complete results.json under {sweep}{where}")
     out = Path(out_dir) if out_dir is not None else sweep / "report"
     out.mkdir(parents=True, exist_ok=True)
+    mark_identities(complete, GROUP_FIELDS)  # points that differ in a config key are no seeds of one point
     rows = tidy_rows(complete)
     chosen = list(metrics) if metrics else metric_names(rows)
     unknown = [m for m in chosen if not any(m in r for r in rows)]
