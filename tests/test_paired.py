@@ -182,7 +182,7 @@ def test_report_writes_paired_csv(sweep: Path, capsys) -> None:
 
     summary = (sweep / "report" / "summary.md").read_text()
     assert "Paired differences" in summary
-    skip = [line for line in summary.splitlines() if line.startswith("- 4:")]
+    skip = [line for line in summary.splitlines() if line.startswith("- [no per-example records] 4:")]
     assert len(skip) == 1 and "no per-example records" in skip[0]
     assert "filter=mmlu" in summary and "not compared with random" in summary
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mathneuro.report.inference import NO_DIFFERENCE, VERDICT_INTERVAL, row_verdict
+from mathneuro.report.not_made import listing
 from mathneuro.report.tables import comparison_rows
 
 BASELINE_COLUMN = "unedited"
@@ -79,5 +80,5 @@ def console_report(report: Mapping) -> str:
         parts.append("No paired differences.")
     parts.append(f"Report: {report.get('markdown')}")
     if report.get("paired_notes"):  # last, where a reader looks for what is missing
-        parts.append("Comparisons not made:\n" + "\n".join(f"  - {n}" for n in report["paired_notes"]))
+        parts.append(listing(report["paired_notes"]))
     return "\n\n".join(parts)

@@ -56,6 +56,15 @@ from mathneuro.report.inference import (
     paired_arrays,
     paired_bootstrap,
 )
+from mathneuro.report.not_made import (
+    NO_BASELINE,
+    NO_RECORDS,
+    NO_REFERENCE,
+    NO_RESULTS,
+    NO_SHARED,
+    PROMPTS_DIFFER,
+    NotMade,
+)
 from mathneuro.report.prompt_check import prompt_clash
 from mathneuro.report.references import (  # noqa: F401 (public here before 0.2)
     facts_of,
@@ -196,7 +205,7 @@ def _load_sources(sources: Any) -> tuple[list[dict], list[str]]:
             continue
         complete, _missing = load_results(item)
         if not complete:
-            notes.append(f"{item}: no complete results.json; nothing to pair")
+            notes.append(NotMade(NO_RESULTS, f"{item}: no complete results.json; nothing to pair"))
         for result in complete:
             if result.get("_job") == ".":  # a run dir given directly: name it by its path
                 result["_job"] = str(item)
@@ -225,11 +234,11 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
             with_records.append((result, recs))
     if not with_records:
         if results:
-            notes.append(f"no per-example records in any of {len(results)} point(s) (run with eval.log_samples=true); "
-                         "no paired comparisons")
+            notes.append(NotMade(NO_RECORDS, f"no per-example records in any of {len(results)} point(s) (run with eval.log_samples=true); "
+                                 "no paired comparisons"))
         return PairedReport([], notes)
     for result in without:
-        notes.append(f"{_job(result)}: no per-example records (eval.log_samples=false?); skipped in paired.csv")
+        notes.append(NotMade(NO_RECORDS, f"{_job(result)}: no per-example records (eval.log_samples=false?); skipped in paired.csv"))
 
     split = mark_identities([r for r, _ in with_records], ("method", "reference", *MATCH_FIELDS))
     group_fields = ("method", "reference", *MATCH_FIELDS, *split)  # points that differ in a config key stay apart
@@ -258,12 +267,12 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
         pairs_base = [(recs, None) for _, recs in members if recs.baseline_dir is not None and recs.baseline_dir.is_dir()]
         unnamed = sum(1 for _, recs in members if recs.baseline_dir is None)
         if unnamed:
-            notes.append(f"{label}: {unnamed} seed(s) name no baseline_dir; not compared with the baseline")
+            notes.append(NotMade(NO_BASELINE, f"{label}: {unnamed} seed(s) name no baseline_dir; not compared with the baseline"))
         gone = [recs.baseline_dir for _, recs in members if recs.baseline_dir is not None and not recs.baseline_dir.is_dir()]
         if gone:
-            notes.append(f"{label}: the unedited model's records of {len(gone)} seed(s) are gone from {gone[0]} (a sweep "
+            notes.append(NotMade(NO_BASELINE, f"{label}: the unedited model's records of {len(gone)} seed(s) are gone from {gone[0]} (a sweep "
                          "written before 0.2 kept them in the cache: cleared, or the folder moved); not compared with "
-                         "the baseline")
+                         "the baseline"))
         rows += _compare(point, BASELINE, pairs_base, resamples, confidence, seed, notes, label, margin)
         if own_name is not None:
             continue
@@ -277,13 +286,13 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
                     pairs_rand.append((recs, ref))
             if not pairs_rand:
                 if randoms[name]:
-                    notes.append(f"{label}: no {name} point with per-example records at the same top-K, seed and "
-                                 f"filter; not compared with {name}")
+                    notes.append(NotMade(NO_REFERENCE, f"{label}: no {name} point with per-example records at the same top-K, seed and "
+                                 f"filter; not compared with {name}"))
                 continue
             rows += _compare(point, name, pairs_rand, resamples, confidence, seed, notes, label, margin)
     if not randoms:
-        notes.append("no random points with per-example records: edited points are compared with the baseline only")
-    notes += missing_own_size_references(groups, randoms, facts)
+        notes.append(NotMade(NO_REFERENCE, "no random points with per-example records: edited points are compared with the baseline only"))
+    notes += [NotMade(NO_REFERENCE, n) for n in missing_own_size_references(groups, randoms, facts)]
     return PairedReport(apply_holm(rows, families), notes)
 
 
@@ -315,14 +324,14 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
             clash = prompt_clash(task, recs.path(task), recs.path(task, baseline=True) if ref is None else ref.path(task),
                                  _job(recs.result), "the unedited model" if ref is None else _job(ref.result))
             if clash:  # never pair different prompts: the whole task against this reference is refused
-                notes.append(clash)
+                notes.append(NotMade(PROMPTS_DIFFER, clash))
                 edited = None
                 break
             edited.append(mine)
             refs.append(theirs)
         if not edited:
             if edited is not None:
-                notes.append(f"{label}: no {reference} records of task {task}; not compared")
+                notes.append(NotMade(NO_RECORDS, f"{label}: no {reference} records of task {task}; not compared"))
             continue
         metrics = sorted({m for recs in edited + refs for doc in recs.values() for m in doc})
         for metric in metrics:
@@ -330,7 +339,7 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
             b = [{d: v[metric] for d, v in recs.items() if metric in v} for recs in refs]
             mine, theirs, docs = paired_arrays(a, b)
             if not docs:
-                notes.append(f"{label}: task {task} metric {metric}: no doc_id common to the point and {reference}")
+                notes.append(NotMade(NO_SHARED, f"{label}: task {task} metric {metric}: no doc_id common to the point and {reference}"))
                 continue
             key = (reference, task, metric, *[point.get(f) for f in ("method", *MATCH_FIELDS)])
             diff, low, high = paired_bootstrap(mine - theirs, resamples=resamples, confidence=confidence,

@@ -57,6 +57,7 @@ def log_report_to_wandb(report: Mapping, run: Any) -> None:
         if summary is not None:
             summary["report/complete_points"] = len(report.get("rows") or [])
             summary["report/missing_points"] = len(report.get("missing") or [])
+            summary["report/comparisons_not_made"] = len(report.get("paired_notes") or [])
     except Exception as err:  # noqa: BLE001 - reporting must never break the caller
         warnings.warn(f"W&B logging of the report failed: {err}", stacklevel=2)
 
