@@ -56,7 +56,7 @@ def test_a_comparison_that_cannot_be_made_ends_the_report(tmp_path: Path, capsys
     assert report_cli.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out.rstrip().splitlines()
     summary = (tmp_path / "report" / "summary.md").read_text().rstrip().splitlines()
-    assert out[0].endswith("; 1 comparison(s) not made (no baseline: 1), listed below")  # counted first
+    assert "comparison(s) not made (" in out[0] and "no baseline: 1" in out[0]  # counted first, by reason
     for lines, header in ((out, "Comparisons not made"), (summary, "## Comparisons not made")):
         start = max(i for i, line in enumerate(lines) if line.startswith(header))
         notes = [line for line in lines[start + 1:] if line.strip()]

@@ -69,7 +69,7 @@ def status_line(sweep_dir: str | os.PathLike, started: float | None, report: str
         line += (f", {len(counts['running'])} running in another process "
                  f"({', '.join(str(p) for p in counts['running'])})")
     if not_made:
-        from mathneuro.report.not_made import count_text  # deferred: light, but the report package is not
+        from mathneuro.report.not_made import count_text  # deferred: the report package loads matplotlib
 
         line += f"; {count_text(not_made)}, listed above"
     return line + (f"; report: {report}" if report else "; no report written")
@@ -87,7 +87,7 @@ def failed_sweep_line(sweep_dir: str | os.PathLike, started: float | None) -> st
     except Exception:  # noqa: BLE001 - the line still says what completed and what failed
         pass
     if notes:
-        from mathneuro.report.not_made import listing
+        from mathneuro.report.not_made import listing  # deferred: the report package loads matplotlib
 
         print(listing(notes), file=sys.stderr)
     return status_line(sweep_dir, started, report, notes)
