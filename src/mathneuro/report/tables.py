@@ -88,6 +88,7 @@ def markdown_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None
     if columns is None:
         all_cols = columns_of(rows)
         keep = set(POINT_FIELDS) | {"selection/num_selected", "selection/fraction_of_model"} | set(metric_names(rows))
+        keep |= set(identity_fields(rows))  # the config keys that keep points apart
         columns = [c for c in all_cols if c in keep] or all_cols
     cols = list(columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
