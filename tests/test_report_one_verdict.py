@@ -58,7 +58,9 @@ def test_examples_only_and_draws_plus_examples_disagree_and_every_output_gives_t
     assert row["ci_high"] < 0 < row["ci95_high"]  # the two intervals disagree
     assert row_verdict(row) == row["difference"] == NO_DIFFERENCE
 
-    line = next(x for x in console_report(report).splitlines() if x.startswith("mathneuro - unedited"))
+    console = console_report(report)
+    assert "with their draws + examples intervals, which decide the verdict" in console  # the interval, named
+    line = next(x for x in console.splitlines() if x.startswith("mathneuro - unedited"))
     assert line.endswith(NO_DIFFERENCE) and " *" not in line
     assert f"[{row['ci95_low']:+.3f}, {row['ci95_high']:+.3f}]" in line  # the deciding interval, not the other
 

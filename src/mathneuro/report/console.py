@@ -61,8 +61,7 @@ def paired_text(paired: Sequence[Mapping], *, confidence: float = 0.95) -> str:
         mark = " *" if verdict != NO_DIFFERENCE else ""
         body.append([f"{row['method']} - {reference}", f"{row['task']}/{row['metric']}", str(row["n_examples"]),
                      f"{row['diff']:+.3f} [{row['ci95_low']:+.3f}, {row['ci95_high']:+.3f}]{mark}", verdict])
-    header = ["comparison", "metric", "examples", f"difference [{confidence:.0%} interval, {VERDICT_INTERVAL}]",
-              "verdict"]
+    header = ["comparison", "metric", "examples", f"difference [{confidence:.0%} interval]", "verdict"]
     return "\n".join(_plain_table(header, body))
 
 
@@ -74,8 +73,8 @@ def console_report(report: Mapping) -> str:
         parts.append("Scores (mean over seeds):\n" + table)
     paired = paired_text(report.get("paired") or [])
     if paired:
-        parts.append(f"Paired differences on the same examples (* : the {VERDICT_INTERVAL} interval excludes 0, "
-                     "the verdict summary.md and paired.csv give too):\n" + paired)
+        parts.append(f"Paired differences on the same examples, with their {VERDICT_INTERVAL} intervals, which "
+                     "decide the verdict here, in summary.md and in paired.csv (* : a difference shown):\n" + paired)
     elif report.get("paired_notes"):
         parts.append("No paired differences.")
     parts.append(f"Report: {report.get('markdown')}")
