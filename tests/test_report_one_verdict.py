@@ -148,3 +148,12 @@ def test_summary_writes_counts_as_integers_and_no_spread_for_one_seed(tmp_path):
     md = Path(write_report(sweep)["markdown"]).read_text()
     assert "422,700" in md and "e+05" not in md
     assert "± 0" not in md and "0.65" in md
+
+
+def test_a_sweep_that_asked_for_no_records_is_not_told_of_comparisons_not_made(tmp_path):
+    from mathneuro.cli.sweep_status import status_line
+    from mathneuro.report.not_made import NO_BASELINE, NOT_ASKED, NotMade, count_text
+
+    never = NotMade(NOT_ASKED, "no per-example records in any of 2 point(s) (run with eval.log_samples=true)")
+    assert count_text([never]) == "" and "not made" not in status_line(tmp_path, None, None, [never])
+    assert count_text([never, NotMade(NO_BASELINE, "x")]) == "1 comparison(s) not made (no baseline: 1)"

@@ -45,7 +45,7 @@ class SweepReport(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from mathneuro.report import write_report  # deferred: matplotlib, at sweep end only
         from mathneuro.report.console import console_report  # deferred: the report package loads matplotlib
-        from mathneuro.report.not_made import listing  # deferred: as above
+        from mathneuro.report.not_made import asked, listing  # deferred: as above
         from mathneuro.report.wandb_run import log_report_run  # deferred: as above
 
         sweep = Path(config.hydra.sweep.dir)
@@ -57,7 +57,7 @@ class SweepReport(Callback):
             print(status_line(sweep, self.started, None))
             return
         log.info("sweep report: %s", sweep / "report")
-        notes = report.get("paired_notes") or []
+        notes = asked(report.get("paired_notes") or [])
         if self.echo:
             print(console_report(report))  # its last part lists the comparisons not made
         elif notes:

@@ -71,7 +71,8 @@ def status_line(sweep_dir: str | os.PathLike, started: float | None, report: str
     if not_made:
         from mathneuro.report.not_made import count_text  # deferred: the report package loads matplotlib
 
-        line += f"; {count_text(not_made)}, listed above"
+        counted = count_text(not_made)
+        line += f"; {counted}, listed above" if counted else ""
     return line + (f"; report: {report}" if report else "; no report written")
 
 
@@ -87,7 +88,9 @@ def failed_sweep_line(sweep_dir: str | os.PathLike, started: float | None) -> st
     except Exception:  # noqa: BLE001 - the line still says what completed and what failed
         pass
     if notes:
-        from mathneuro.report.not_made import listing  # deferred: the report package loads matplotlib
+        from mathneuro.report.not_made import asked, listing  # deferred: the report package loads matplotlib
 
-        print(listing(notes), file=sys.stderr)
+        notes = asked(notes)  # a sweep without per-example records asked for no comparison
+        if notes:
+            print(listing(notes), file=sys.stderr)
     return status_line(sweep_dir, started, report, notes)

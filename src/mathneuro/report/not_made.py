@@ -16,7 +16,8 @@ NO_REFERENCE = "no reference point"
 NO_RECORDS = "no per-example records"
 NO_SHARED = "no shared examples"
 NO_RESULTS = "no results"
-REASONS = (PROMPTS_DIFFER, NO_BASELINE, NO_REFERENCE, NO_RECORDS, NO_SHARED, NO_RESULTS)
+NOT_ASKED = "no records asked for"  # no point logged per-example records: no comparison was asked for
+REASONS = (PROMPTS_DIFFER, NO_BASELINE, NO_REFERENCE, NO_RECORDS, NO_SHARED, NO_RESULTS, NOT_ASKED)
 
 
 class NotMade(str):
@@ -35,9 +36,16 @@ def reason_of(note: str) -> str:
     return getattr(note, "reason", "other")
 
 
+def asked(notes: Iterable[str]) -> list[str]:
+    """The notes of comparisons asked for: all but :data:`NOT_ASKED` (a sweep run without
+    ``eval.log_samples`` asked for none, and its end line need not say so every time)."""
+    return [n for n in notes if reason_of(n) != NOT_ASKED]
+
+
 def count_text(notes: Iterable[str]) -> str:
-    """``3 comparison(s) not made (prompts differ: 2, no baseline: 1)``; empty without notes."""
-    counts = Counter(reason_of(n) for n in notes)
+    """``3 comparison(s) not made (prompts differ: 2, no baseline: 1)``; empty without notes (those of
+    :data:`NOT_ASKED` are not counted)."""
+    counts = Counter(reason_of(n) for n in asked(notes))
     total = sum(counts.values())
     if not total:
         return ""

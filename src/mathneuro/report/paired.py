@@ -62,6 +62,7 @@ from mathneuro.report.not_made import (
     NO_REFERENCE,
     NO_RESULTS,
     NO_SHARED,
+    NOT_ASKED,
     PROMPTS_DIFFER,
     NotMade,
 )
@@ -234,7 +235,7 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
             with_records.append((result, recs))
     if not with_records:
         if results:
-            notes.append(NotMade(NO_RECORDS, f"no per-example records in any of {len(results)} point(s) (run with eval.log_samples=true); "
+            notes.append(NotMade(NOT_ASKED, f"no per-example records in any of {len(results)} point(s) (run with eval.log_samples=true); "
                                  "no paired comparisons"))
         return PairedReport([], notes)
     for result in without:
