@@ -28,7 +28,7 @@ def write_records(folder: Path, values: list[float], prompt: str = "") -> None:
 
 
 def write_point(root: Path, name: str, values: list[float], *, method: str = "mathneuro", seed: int = 0,
-                template: str = "Q: {q}\nA:", project: str = "p", prompt: str = "") -> None:
+                template: str = "Q: {q}\nA:", project: str = "p", prompt: str = "", selection: dict | None = None) -> None:
     job = root / name
     (job / ".hydra").mkdir(parents=True)
     write_records(job / "samples", values, prompt)
@@ -39,7 +39,7 @@ def write_point(root: Path, name: str, values: list[float], *, method: str = "ma
                         "intervention": "prune", "scalar": 0.0, "seed": seed, "num_samples": 10},
               "metrics": {"nonmath/race/acc": sum(values) / len(values)},
               "baseline_metrics": {"nonmath/race/acc": sum(BASE) / len(BASE)},
-              "selection": {"num_selected": 422700, "num_scored": 8454000, "fraction_of_model": 0.003},
+              "selection": selection or {"num_selected": 422700, "num_scored": 8454000, "fraction_of_model": 0.003},
               "samples": {"dir": "samples", "baseline_dir": "../baseline_samples", "tasks": {"race": "nonmath"}}}
     (job / "results.json").write_text(json.dumps(result))
 
@@ -157,3 +157,18 @@ def test_a_sweep_that_asked_for_no_records_is_not_told_of_comparisons_not_made(t
     never = NotMade(NOT_ASKED, "no per-example records in any of 2 point(s) (run with eval.log_samples=true)")
     assert count_text([never]) == "" and "not made" not in status_line(tmp_path, None, None, [never])
     assert count_text([never, NotMade(NO_BASELINE, "x")]) == "1 comparison(s) not made (no baseline: 1)"
+
+
+def test_a_neuron_selection_is_a_share_of_neurons_never_of_parameters(tmp_path):
+    sweep = tmp_path / "sweep"
+    write_records(sweep / "baseline_samples", BASE)
+    write_point(sweep, "0", lose(4), method="lape", selection={
+        "num_selected": 1536, "num_scored": 30720, "num_parameters": 134515008, "fraction_of_model": 1536 / 134515008,
+        "fraction_of_scored": 0.05, "num_weights_edited": 884736, "fraction_of_model_edited": 884736 / 134515008})
+    md = Path(write_report(sweep)["markdown"]).read_text()
+    lines = md[md.index("## Selection size"):].splitlines()
+    header = [c.strip() for c in lines[2].split("|")]
+    row = dict(zip(header, [c.strip() for c in lines[4].split("|")], strict=True))
+    assert row["unit"] == "neurons" and row["selection/num_selected"] == "1,536"
+    assert row["selection/fraction_of_scored"] == "0.05" and row["selection/fraction_of_model"] == ""
+    assert row["selection/fraction_of_model_edited"] == format(884736 / 134515008, ".4g")
