@@ -182,7 +182,7 @@ def test_report_writes_paired_csv(sweep: Path, capsys) -> None:
 
     summary = (sweep / "report" / "summary.md").read_text()
     assert "Paired differences" in summary
-    skip = [line for line in summary.splitlines() if line.startswith("- 4:")]
+    skip = [line for line in summary.splitlines() if line.startswith("- [no per-example records] 4:")]
     assert len(skip) == 1 and "no per-example records" in skip[0]
     assert "filter=mmlu" in summary and "not compared with random" in summary
 
@@ -236,7 +236,8 @@ def test_multirun_callback_writes_paired_csv_and_wandb_gets_the_table(sweep: Pat
         r = dict(zip(table["columns"], cells, strict=True))
         (row,) = [h for h in rows if (h["method"], h["filter"]) == (r["method"], r["filter"])]
         key = f"paired/{r['method']}/filter={r['filter']}/vs_{r['reference']}/{r['task']}/{r['metric']}"  # filter varies
-        assert row[key] == pytest.approx(r["diff"]) and row[key + "/ci_low"] == pytest.approx(r["ci_low"])
+        assert row[key] == pytest.approx(r["diff"])  # with the interval that decides the verdict
+        assert row[key + "/ci_low"] == pytest.approx(r["ci95_low"]) and row[key + "/ci_high"] == pytest.approx(r["ci95_high"])
 
 
 def test_lape_is_paired_with_random_neurons_as_well_as_random(tmp_path: Path) -> None:

@@ -340,7 +340,8 @@ def test_log_report_to_wandb_payload(sweep: Path) -> None:
     assert {MATH, NONMATH, f"baseline/{MATH}", f"diff/{MATH}", f"rel_change/{MATH}"} <= set(table.columns)
     assert len(table.data) == 16
     assert isinstance(payload["report/comparison"], wandb.Table)
-    assert run.summary == {"report/complete_points": 16, "report/missing_points": 4}
+    assert run.summary == {"report/complete_points": 16, "report/missing_points": 4,
+                           "report/comparisons_not_made": len(report["paired_notes"])}
     with pytest.warns(UserWarning, match="W&B logging"):
         rep.log_report_to_wandb(report, RecordingRun(fail=True))
     rep.log_report_to_wandb(report, None)

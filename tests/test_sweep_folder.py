@@ -56,11 +56,12 @@ def test_a_comparison_that_cannot_be_made_ends_the_report(tmp_path: Path, capsys
     assert report_cli.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out.rstrip().splitlines()
     summary = (tmp_path / "report" / "summary.md").read_text().rstrip().splitlines()
-    for lines, header in ((out, "comparisons not made"), (summary, "## Comparisons not made")):
+    assert "comparison(s) not made (" in out[0] and "no baseline: 1" in out[0]  # counted first, by reason
+    for lines, header in ((out, "Comparisons not made"), (summary, "## Comparisons not made")):
         start = max(i for i, line in enumerate(lines) if line.startswith(header))
         notes = [line for line in lines[start + 1:] if line.strip()]
         assert notes and all(line.lstrip().startswith("- ") for line in notes)  # the list ends the report
-        gone = [line for line in notes if "unedited model's records" in line]
+        gone = [line for line in notes if "unedited model's records" in line and "[no baseline]" in line]
         assert len(gone) == 1 and "baseline_samples" in gone[0] and "not compared with the baseline" in gone[0]
 
 

@@ -34,7 +34,7 @@ def test_points_are_counted_by_what_their_folders_hold(tmp_path: Path) -> None:
     counts = sweep_counts(tmp_path, started=time.time() - 60)
     assert counts == {"complete": [done], "skipped": [old], "running": [], "failed": [broken, empty]}
     line = status_line(tmp_path, time.time() - 60, tmp_path / "report")
-    assert line == (f"sweep {tmp_path}: 1 point(s) complete, 1 skipped as already done, 2 failed ({broken}, {empty}); "
+    assert line == (f"sweep {tmp_path}: 1 point(s) complete, 1 already done, 2 failed ({broken}, {empty}); "
                     f"report: {tmp_path / 'report'}")
 
 
@@ -48,7 +48,7 @@ def test_a_point_another_process_is_running_is_running_not_failed(tmp_path: Path
         counts = sweep_counts(tmp_path, started=time.time() - 60)
         line = status_line(tmp_path, time.time() - 60, None)
     assert counts == {"complete": [done], "skipped": [], "running": [busy], "failed": []}
-    assert line == (f"sweep {tmp_path}: 1 point(s) complete, 0 skipped as already done, 0 failed, 1 running in "
+    assert line == (f"sweep {tmp_path}: 1 point(s) complete, 0 already done, 0 failed, 1 running in "
                     f"another process ({busy}); no report written")
     assert sweep_counts(tmp_path, started=time.time() - 60)["failed"] == [busy]  # released without results
 
@@ -73,6 +73,13 @@ def test_a_sweep_whose_point_fails_still_ends_with_the_line_and_a_report(tiny_di
     assert res.returncode != 0 and "RuntimeError: boom" in res.stderr
     (failed,) = [p for p in sweep.iterdir() if "eval.batch_size=3" in p.name]
     line = next(x for x in res.stderr.splitlines() if x.startswith("sweep "))
-    assert line == (f"sweep {sweep}: 1 point(s) complete, 0 skipped as already done, 1 failed ({failed}); "
+    assert line == (f"sweep {sweep}: 1 point(s) complete, 0 already done, 1 failed ({failed}); "
                     f"report: {sweep / 'report'}")
     assert (sweep / "report" / "points.csv").read_text().count("\n") == 2  # header + the complete point
+
+
+def test_a_rerun_with_every_point_done_says_so(tmp_path: Path) -> None:
+    job(tmp_path, "a", "complete", age=3600)
+    job(tmp_path, "b", "complete", age=3600)
+    line = status_line(tmp_path, time.time() - 60, None)
+    assert line == f"sweep {tmp_path}: 2 point(s) already done, nothing to run; no report written"

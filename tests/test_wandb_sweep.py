@@ -156,8 +156,8 @@ def test_quiet_with_one_status_line_and_stages_in_each_points_log(swept):
     said = first.stdout + first.stderr
     assert not [line for line in said.splitlines() if line.startswith("wandb:")]  # no W&B banners
     sweep = swept["sweep"]
-    assert f"sweep {sweep}: 4 point(s) complete, 0 skipped as already done, 0 failed; report: {sweep / 'report'}" in said
-    assert "0 point(s) complete, 4 skipped as already done, 0 failed" in second.stdout
+    assert f"sweep {sweep}: 4 point(s) complete, 0 already done, 0 failed; report: {sweep / 'report'}" in said
+    assert f"sweep {sweep}: 4 point(s) already done, nothing to run; report:" in second.stdout
     logs = [(folder / "mathneuro.log").read_text() for folder in swept["runs"]]
     for text in logs:
         assert "statistics embedded_math/linear_inputs:" in text and "selection: " in text

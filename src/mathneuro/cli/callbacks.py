@@ -45,6 +45,7 @@ class SweepReport(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from mathneuro.report import write_report  # deferred: matplotlib, at sweep end only
         from mathneuro.report.console import console_report  # deferred: the report package loads matplotlib
+        from mathneuro.report.not_made import asked, listing  # deferred: as above
         from mathneuro.report.wandb_run import log_report_run  # deferred: as above
 
         sweep = Path(config.hydra.sweep.dir)
@@ -56,10 +57,13 @@ class SweepReport(Callback):
             print(status_line(sweep, self.started, None))
             return
         log.info("sweep report: %s", sweep / "report")
+        notes = asked(report.get("paired_notes") or [])
         if self.echo:
-            print(console_report(report))
+            print(console_report(report))  # its last part lists the comparisons not made
+        elif notes:
+            print(listing(notes))  # never only in summary.md
         logger = config.get("logger", {})
         if logger.get("name") == "wandb" and logger.get("log_report", True):
             experiment = (config.hydra.runtime.choices or {}).get("experiment")
             log_report_run(report, sweep, logger, experiment)
-        print(status_line(sweep, self.started, sweep / "report"))
+        print(status_line(sweep, self.started, sweep / "report", notes))

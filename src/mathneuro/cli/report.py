@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mathneuro.report import plot_overlap_heatmap, write_report
 from mathneuro.report.inference import parse_family
+from mathneuro.report.not_made import count_text, listing
 from mathneuro.report.overlap import (
     count_entries,
     count_selected,
@@ -71,7 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as err:  # a read-only archive, a full disk, no permission
         where = err.filename or args.out or sweep / "report"
         return _error(f"{where}: cannot write the report ({err.strerror or err}); write it elsewhere with --out DIR")
-    print(f"{len(report['rows'])} complete point(s), {len(report['missing'])} missing or incomplete")
+    counted = count_text(report.get("paired_notes") or [])
+    print(f"{len(report['rows'])} complete point(s), {len(report['missing'])} missing or incomplete"
+          + (f"; {counted}, listed below" if counted else ""))
     for entry in report["missing"]:
         print(f"  missing: {entry['job']}: {entry['reason']}")
     print(f"wrote {report['csv']}")
@@ -81,9 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in report["figures"].values():
         print(f"wrote {path}")
     if report.get("paired_notes"):  # last, and in summary.md's last section
-        print(f"comparisons not made ({len(report['paired_notes'])}):")
-        for note in report["paired_notes"]:
-            print(f"  - {note}")
+        print(listing(report["paired_notes"]))
     if args.wandb_project:  # the sweep's own report run (same id and group), resumed
         return _log_to_wandb(report, sweep.resolve(), args.wandb_project, args.wandb_mode)
     return 0

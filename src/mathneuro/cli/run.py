@@ -95,14 +95,14 @@ def format_table(results: dict) -> str:
     """A short plain-text table: each metric before and after the edit, and the selection size."""
     sel, point = results["selection"], results["point"]
     edit = f"scalar={point['scalar']}" if point.get("scalar") is not None else f"intervention={point.get('intervention')}"
-    lines = [
-        f"method={point['method']} top_k={point['top_k']} "
-        f"{edit}: {sel['num_selected']:,} selected "
-        f"({100 * (sel['fraction_of_model'] or 0):.3f}% of the model)",
-    ]
-    if sel.get("num_weights_edited") not in (None, sel["num_selected"]):  # neurons: the weights they feed
-        lines[0] += (f"; {sel['num_weights_edited']:,} weights edited "
-                     f"({100 * (sel.get('fraction_of_model_edited') or 0):.3f}% of the model)")
+    head = f"method={point['method']} top_k={point['top_k']} {edit}: "
+    if sel.get("num_weights_edited") not in (None, sel["num_selected"]):  # neurons: a share of neurons, and the weights they feed
+        head += (f"{sel['num_selected']:,} neurons selected ({100 * (sel.get('fraction_of_scored') or 0):.3f}% of the "
+                 f"MLP neurons); {sel['num_weights_edited']:,} weights edited "
+                 f"({100 * (sel.get('fraction_of_model_edited') or 0):.3f}% of the model)")
+    else:
+        head += f"{sel['num_selected']:,} weights selected ({100 * (sel['fraction_of_model'] or 0):.3f}% of the model)"
+    lines = [head]
     metrics, base = results.get("metrics", {}), results.get("baseline_metrics", {})
     names = [k for k in metrics if not k.endswith("_stderr")]
     if names:

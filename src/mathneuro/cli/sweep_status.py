@@ -9,6 +9,8 @@ folder), and *failed* otherwise. The failed and running points' folders and the 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from mathneuro.results.schema import RESULTS_FILE, read_complete_results
@@ -48,28 +50,47 @@ def sweep_counts(sweep_dir: str | os.PathLike, started: float | None) -> dict[st
     return out
 
 
-def status_line(sweep_dir: str | os.PathLike, started: float | None, report: str | os.PathLike | None) -> str:
-    """``sweep <dir>: 3 point(s) complete, 1 skipped as already done, 1 failed (<folder>); report: <path>``."""
+def status_line(sweep_dir: str | os.PathLike, started: float | None, report: str | os.PathLike | None,
+                not_made: Sequence[str] = ()) -> str:
+    """``sweep <dir>: 3 point(s) complete, 1 already done, 1 failed (<folder>); 2 comparison(s) not made
+    (prompts differ: 2); report: <path>``, or ``sweep <dir>: 8 point(s) already done, nothing to run; ...``
+    when an earlier run did every point. ``not_made``: the report's comparisons not made
+    (:mod:`mathneuro.report.not_made`), counted by reason."""
     counts = sweep_counts(sweep_dir, started)
-    failed = counts["failed"]
-    line = (f"sweep {sweep_dir}: {len(counts['complete'])} point(s) complete, {len(counts['skipped'])} skipped as "
-            f"already done, {len(failed)} failed")
+    failed, done = counts["failed"], counts["skipped"]
+    if done and not (counts["complete"] or failed or counts["running"]):
+        line = f"sweep {sweep_dir}: {len(done)} point(s) already done, nothing to run"
+    else:
+        line = (f"sweep {sweep_dir}: {len(counts['complete'])} point(s) complete, {len(done)} already done, "
+                f"{len(failed)} failed")
     if failed:
         line += f" ({', '.join(str(p) for p in failed)})"
     if counts["running"]:
         line += (f", {len(counts['running'])} running in another process "
                  f"({', '.join(str(p) for p in counts['running'])})")
+    if not_made:
+        from mathneuro.report.not_made import count_text  # deferred: the report package loads matplotlib
+
+        counted = count_text(not_made)
+        line += f"; {counted}, listed above" if counted else ""
     return line + (f"; report: {report}" if report else "; no report written")
 
 
 def failed_sweep_line(sweep_dir: str | os.PathLike, started: float | None) -> str:
     """The status line of a sweep that a point's error ended (Hydra then skips the end-of-sweep callbacks):
     the report of the points that completed is written first, so the line can name it."""
-    report = None
+    report, notes = None, []
     try:
         from mathneuro.report import write_report  # deferred: matplotlib, only when a sweep failed
 
-        report = Path(write_report(sweep_dir)["markdown"]).parent
+        written = write_report(sweep_dir)
+        report, notes = Path(written["markdown"]).parent, written.get("paired_notes") or []
     except Exception:  # noqa: BLE001 - the line still says what completed and what failed
         pass
-    return status_line(sweep_dir, started, report)
+    if notes:
+        from mathneuro.report.not_made import asked, listing  # deferred: the report package loads matplotlib
+
+        notes = asked(notes)  # a sweep without per-example records asked for no comparison
+        if notes:
+            print(listing(notes), file=sys.stderr)
+    return status_line(sweep_dir, started, report, notes)

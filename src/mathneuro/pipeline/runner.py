@@ -282,8 +282,13 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
                     baseline = _evaluate_baseline(point, baseline_samples)
                 attempts.note("baseline_tasks", list(bench.baseline_kept))
         summary = point.selection_summary(selection)
-        log.info("selection: %s of %s scored entries (%.4g%% of the model's parameters)", summary.get("num_selected"),
-                 summary.get("num_scored"), 100 * (summary.get("fraction_of_model") or 0))
+        if summary.get("num_weights_edited") not in (None, summary.get("num_selected")):  # a neuron is no parameter
+            log.info("selection: %s of %s MLP neurons (%.4g%%), feeding %s weights (%.4g%% of the model's parameters)",
+                     summary.get("num_selected"), summary.get("num_scored"), 100 * (summary.get("fraction_of_scored") or 0),
+                     summary.get("num_weights_edited"), 100 * (summary.get("fraction_of_model_edited") or 0))
+        else:
+            log.info("selection: %s of %s scored entries (%.4g%% of the model's parameters)", summary.get("num_selected"),
+                     summary.get("num_scored"), 100 * (summary.get("fraction_of_model") or 0))
 
         metrics: dict[str, float] = {}
         drafting = None

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mathneuro.report.inference import NO_DIFFERENCE, VERDICT_INTERVAL, row_verdict
+from mathneuro.report.not_made import listing
 from mathneuro.report.tables import comparison_rows
 
 BASELINE_COLUMN = "unedited"
@@ -47,17 +49,19 @@ def points_text(rows: Sequence[Mapping], metrics: Sequence[str]) -> str:
 
 
 def paired_text(paired: Sequence[Mapping], *, confidence: float = 0.95) -> str:
-    """One line per paired comparison: ``edited - reference``, the mean difference and its interval;
-    ``*`` marks an interval that excludes 0."""
+    """One line per paired comparison: ``edited - reference``, the mean difference, its draws + examples
+    interval and the verdict that interval gives (:func:`~mathneuro.report.inference.row_verdict`, the rule
+    summary.md, paired.csv and the W&B report run use); ``*`` marks a difference shown."""
     if not paired:
         return ""
     body = []
     for row in paired:
         reference = BASELINE_COLUMN if row["reference"] == "baseline" else row["reference"]
-        excludes_zero = row["ci_low"] > 0 or row["ci_high"] < 0
+        verdict = row_verdict(row)
+        mark = " *" if verdict != NO_DIFFERENCE else ""
         body.append([f"{row['method']} - {reference}", f"{row['task']}/{row['metric']}", str(row["n_examples"]),
-                     f"{row['diff']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]{' *' if excludes_zero else ''}"])
-    header = ["comparison", "metric", "examples", f"difference [{confidence:.0%} interval]"]
+                     f"{row['diff']:+.3f} [{row['ci95_low']:+.3f}, {row['ci95_high']:+.3f}]{mark}", verdict])
+    header = ["comparison", "metric", "examples", f"difference [{confidence:.0%} interval]", "verdict"]
     return "\n".join(_plain_table(header, body))
 
 
@@ -69,10 +73,11 @@ def console_report(report: Mapping) -> str:
         parts.append("Scores (mean over seeds):\n" + table)
     paired = paired_text(report.get("paired") or [])
     if paired:
-        parts.append("Paired differences on the same examples (* : the interval excludes 0):\n" + paired)
+        parts.append(f"Paired differences on the same examples, with their {VERDICT_INTERVAL} intervals, which "
+                     "decide the verdict here, in summary.md and in paired.csv (* : a difference shown):\n" + paired)
     elif report.get("paired_notes"):
         parts.append("No paired differences.")
     parts.append(f"Report: {report.get('markdown')}")
     if report.get("paired_notes"):  # last, where a reader looks for what is missing
-        parts.append("Comparisons not made:\n" + "\n".join(f"  - {n}" for n in report["paired_notes"]))
+        parts.append(listing(report["paired_notes"]))
     return "\n\n".join(parts)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mathneuro.report.figures import plot_data_efficiency
+from mathneuro.report.identity import PREFIX, identity_fields
 from mathneuro.report.overlap import data_efficiency, load_selection_file
 from mathneuro.report.paired import facts_of
 from mathneuro.util.io import atomic_write
@@ -66,7 +67,8 @@ def efficiency_selections(results: Iterable[Mapping]) -> dict[tuple, tuple[dict,
         if not (folder / SELECTION_FILE).is_file():
             continue
         n, seed = _int_or(p.get("num_samples")), _int_or(p.get("seed"))
-        m_sets, second_sets = studies.setdefault(tuple(p.get(f) for f in GROUP_FIELDS), ({}, {}))
+        split = tuple((k, v) for k, v in sorted(p.items()) if k.startswith(PREFIX))  # config keys keeping points apart
+        m_sets, second_sets = studies.setdefault((*(p.get(f) for f in GROUP_FIELDS), *split), ({}, {}))
         m_sets[(n, seed)] = load_selection_file(folder / SELECTION_FILE)
         extras = facts_of(r).get("extra_selections") or {}
         if not extras:
@@ -92,20 +94,21 @@ def efficiency_table(results: Iterable[Mapping], *, reference_samples: int | Non
             continue
         complete_top = top_sets if set(top_sets) == set(m_sets) else None
         for row in data_efficiency(m_sets, reference_samples=reference_samples, topk_selections=complete_top):
-            rows.append({**dict(zip(GROUP_FIELDS, key, strict=True)), **row})
+            rows.append({**dict(zip(GROUP_FIELDS, key, strict=False)), **dict(key[len(GROUP_FIELDS):]), **row})
     return rows
 
 
 def write_efficiency_csv(rows: Sequence[Mapping], path: str | Path) -> Path:
     """``data_efficiency.csv`` with :data:`COLUMNS` (empty cells where a number is unknown)."""
     path = Path(path)
+    columns = [*COLUMNS, *identity_fields(rows)]  # and any config.<key> that keeps points apart
 
     def write(tmp: str) -> None:
         with open(tmp, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(COLUMNS), restval="", extrasaction="ignore")
+            writer = csv.DictWriter(handle, fieldnames=columns, restval="", extrasaction="ignore")
             writer.writeheader()
             for row in rows:
-                writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in COLUMNS})
+                writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
 
     atomic_write(path, write)
     return path
@@ -142,12 +145,13 @@ def write_data_efficiency(results: Iterable[Mapping], out_dir: str | Path) -> di
     out = Path(out_dir)
     csv_path = write_efficiency_csv(rows, out / "data_efficiency.csv")
     studies: dict[tuple, list[dict]] = {}
+    split = identity_fields(rows)
     for r in rows:
-        studies.setdefault(tuple(r.get(f) for f in GROUP_FIELDS), []).append(r)
+        studies.setdefault(tuple(r.get(f) for f in (*GROUP_FIELDS, *split)), []).append(r)
     figures = {}
     for key, group in studies.items():
         name = "data_efficiency" if len(studies) == 1 else "data_efficiency_" + _safe("_".join(map(str, key)))
-        model, _task, filt, top_k, method = key
+        model, _task, filt, top_k, method = key[:len(GROUP_FIELDS)]
         figures[name] = str(plot_data_efficiency(
             group, out / f"{name}.png", title=f"{model}, {method}, {filt} filter, K={top_k}: two independent draws"))
     missing_top = any(r.get("topk_jaccard_mean") is None and r.get("jaccard_mean") is not None for r in rows)

@@ -18,7 +18,8 @@ scored on the same n examples under each of D identification draws: ``E[s, i]``,
 - p-values are those of the same intervals (a hull's p-value is the larger of its parts'), so a
   decision from a p-value and the matching interval agree: equivalence within +-margin by two
   one-sided tests at alpha (the 90 % interval inside the margins), a difference at two-sided alpha
-  (the 95 % interval excludes 0).
+  (the 95 % interval excludes 0). The verdict every output shows is :func:`row_verdict`: the draws +
+  examples interval decides (:data:`VERDICT_RULE`); the examples-only interval decides nothing.
 - :func:`holm` adjusts a family's p-values (step-down, strong control of the family-wise error).
 """
 
@@ -34,6 +35,16 @@ from typing import Any
 import numpy as np
 
 from mathneuro.report.draws import draw_correlation, effective_examples  # noqa: F401 (part of this API)
+from mathneuro.report.verdict import (  # noqa: F401 (part of this API)
+    HIGHER,
+    LOWER,
+    NO_DIFFERENCE,
+    VERDICT_INTERVAL,
+    VERDICT_RULE,
+    interval_verdict,
+    markdown_cells,
+    row_verdict,
+)
 
 ALPHA = 0.05
 DEFAULT_RESAMPLES = 5000
@@ -41,7 +52,6 @@ _CHUNK_ENTRIES = 4_000_000  # bootstrap indices held at once (32 MB of int64)
 _DRAW_STREAM = 0x44524157  # appended to the seed: the draws' resampling stream ("DRAW")
 _NORMAL = NormalDist()
 EQUIVALENT, NOT_EQUIVALENT, INCONCLUSIVE = "equivalent", "not equivalent", "inconclusive"
-HIGHER, LOWER, NO_DIFFERENCE = "higher", "lower", "no difference shown"
 #: Columns the inference adds to ``paired.csv`` (after the existing ones, never renaming them).
 INFERENCE_COLUMNS = ("draw_diffs", "ci95_low", "ci95_high", "ci90_low", "ci90_high", "interval", "changed_up",
                      "changed_down", "margin", "p_equivalence", "p_nonequivalence", "equivalence", "p_difference",
@@ -288,6 +298,7 @@ def equivalence_verdict(p_equivalence: float, p_nonequivalence: float, alpha: fl
 
 
 def difference_verdict(p_difference: float, estimate: float, alpha: float = ALPHA) -> str:
+    """The verdict of a p-value (Holm's adjusted ones: a family's decisions)."""
     if p_difference > alpha:
         return NO_DIFFERENCE
     return HIGHER if estimate > 0 else LOWER
@@ -309,7 +320,7 @@ def inference_columns(edited: Any, reference: Any, *, margin: float | None = Non
         "ci90_low": low90, "ci90_high": high90, "interval": how,
         "changed_up": int(np.sum((e - r) > 0)), "changed_down": int(np.sum((e - r) < 0)),
         "margin": margin, "p_equivalence": None, "p_nonequivalence": None, "equivalence": None,
-        "p_difference": p_diff, "difference": difference_verdict(p_diff, tests.estimate, alpha),
+        "p_difference": p_diff, "difference": interval_verdict(low, high),
         "family": None, "holm_equivalence": None, "holm_difference": None,
     }
     if margin is not None:
@@ -391,21 +402,3 @@ def apply_holm(rows: list[dict], families: Iterable[str | Family], *, alpha: flo
         for row, pe, pn in zip(tested, eq_adj, ne_adj, strict=True):
             row["holm_equivalence"] = equivalence_verdict(float(pe), float(pn), alpha)
     return rows
-
-
-# ---------------------------------------------------------------------------------------- output
-def markdown_cells(row: Mapping[str, Any]) -> dict[str, str]:
-    """``{header: cell}`` of one paired row for a markdown table: the difference with its examples-only
-    interval, the draws + examples interval, the examples changed each way and, where a margin or a
-    family was set, the verdicts (Holm's in brackets)."""
-    cells = {
-        "edited - reference": f"{row['diff']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]",
-        "draws + examples": f"[{row['ci95_low']:+.3f}, {row['ci95_high']:+.3f}]",
-        "changed +/-": f"{row['changed_up']}/{row['changed_down']}",
-    }
-    holm_diff = f" (Holm: {row['holm_difference']})" if row.get("holm_difference") else ""
-    cells["difference"] = f"{row['difference']}{holm_diff}"
-    if row.get("margin") is not None:
-        holm_eq = f" (Holm: {row['holm_equivalence']})" if row.get("holm_equivalence") else ""
-        cells[f"within +-{row['margin']:g}"] = f"{row['equivalence']}{holm_eq}"
-    return cells

@@ -45,14 +45,26 @@ from typing import Any
 import numpy as np
 
 from mathneuro.data.datasets import read_jsonl
+from mathneuro.report.identity import PREFIX, identity_fields, mark_identities
 from mathneuro.report.inference import (
     DEFAULT_RESAMPLES,
     INFERENCE_COLUMNS,
+    VERDICT_RULE,
     apply_holm,
     inference_columns,
     markdown_cells,
     paired_arrays,
     paired_bootstrap,
+)
+from mathneuro.report.not_made import (
+    NO_BASELINE,
+    NO_RECORDS,
+    NO_REFERENCE,
+    NO_RESULTS,
+    NO_SHARED,
+    NOT_ASKED,
+    PROMPTS_DIFFER,
+    NotMade,
 )
 from mathneuro.report.prompt_check import prompt_clash
 from mathneuro.report.references import (  # noqa: F401 (public here before 0.2)
@@ -194,7 +206,7 @@ def _load_sources(sources: Any) -> tuple[list[dict], list[str]]:
             continue
         complete, _missing = load_results(item)
         if not complete:
-            notes.append(f"{item}: no complete results.json; nothing to pair")
+            notes.append(NotMade(NO_RESULTS, f"{item}: no complete results.json; nothing to pair"))
         for result in complete:
             if result.get("_job") == ".":  # a run dir given directly: name it by its path
                 result["_job"] = str(item)
@@ -223,13 +235,15 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
             with_records.append((result, recs))
     if not with_records:
         if results:
-            notes.append(f"no per-example records in any of {len(results)} point(s) (run with eval.log_samples=true); "
-                         "no paired comparisons")
+            notes.append(NotMade(NOT_ASKED, f"no per-example records in any of {len(results)} point(s) (run with eval.log_samples=true); "
+                                 "no paired comparisons"))
         return PairedReport([], notes)
     for result in without:
-        notes.append(f"{_job(result)}: no per-example records (eval.log_samples=false?); skipped in paired.csv")
+        notes.append(NotMade(NO_RECORDS, f"{_job(result)}: no per-example records (eval.log_samples=false?); skipped in paired.csv"))
 
-    group_fields = ("method", "reference", *MATCH_FIELDS)
+    split = mark_identities([r for r, _ in with_records], ("method", "reference", *MATCH_FIELDS))
+    group_fields = ("method", "reference", *MATCH_FIELDS, *split)  # points that differ in a config key stay apart
+    match_fields = (*MATCH_FIELDS, *(f for f in split if not f.startswith(f"{PREFIX}method.")), "seed")
     groups: dict[tuple, list[tuple[Mapping, PointRecords]]] = {}
     randoms: dict[str, dict[tuple, PointRecords]] = {}  # reference name -> points by match key and seed
     facts: dict[str, dict] = {}  # reference name or method -> its method's facts
@@ -241,7 +255,7 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
         name = reference_name(point, own)
         if name is not None:
             facts.setdefault(name, own)
-            randoms.setdefault(name, {})[_group_key(point, (*MATCH_FIELDS, "seed"))] = recs
+            randoms.setdefault(name, {})[_group_key(point, match_fields)] = recs
     rows: list[dict] = []
     for gkey in sorted(groups, key=lambda k: tuple(_sort_value(v) for v in k)):
         members = sorted(groups[gkey], key=lambda m: _sort_value((m[0].get("point") or {}).get("seed")))
@@ -254,12 +268,12 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
         pairs_base = [(recs, None) for _, recs in members if recs.baseline_dir is not None and recs.baseline_dir.is_dir()]
         unnamed = sum(1 for _, recs in members if recs.baseline_dir is None)
         if unnamed:
-            notes.append(f"{label}: {unnamed} seed(s) name no baseline_dir; not compared with the baseline")
+            notes.append(NotMade(NO_BASELINE, f"{label}: {unnamed} seed(s) name no baseline_dir; not compared with the baseline"))
         gone = [recs.baseline_dir for _, recs in members if recs.baseline_dir is not None and not recs.baseline_dir.is_dir()]
         if gone:
-            notes.append(f"{label}: the unedited model's records of {len(gone)} seed(s) are gone from {gone[0]} (a sweep "
+            notes.append(NotMade(NO_BASELINE, f"{label}: the unedited model's records of {len(gone)} seed(s) are gone from {gone[0]} (a sweep "
                          "written before 0.2 kept them in the cache: cleared, or the folder moved); not compared with "
-                         "the baseline")
+                         "the baseline"))
         rows += _compare(point, BASELINE, pairs_base, resamples, confidence, seed, notes, label, margin)
         if own_name is not None:
             continue
@@ -268,18 +282,18 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
                 continue
             pairs_rand = []
             for result, recs in members:
-                ref = randoms[name].get(_group_key(result.get("point") or {}, (*MATCH_FIELDS, "seed")))
+                ref = randoms[name].get(_group_key(result.get("point") or {}, match_fields))
                 if ref is not None:
                     pairs_rand.append((recs, ref))
             if not pairs_rand:
                 if randoms[name]:
-                    notes.append(f"{label}: no {name} point with per-example records at the same top-K, seed and "
-                                 f"filter; not compared with {name}")
+                    notes.append(NotMade(NO_REFERENCE, f"{label}: no {name} point with per-example records at the same top-K, seed and "
+                                 f"filter; not compared with {name}"))
                 continue
             rows += _compare(point, name, pairs_rand, resamples, confidence, seed, notes, label, margin)
     if not randoms:
-        notes.append("no random points with per-example records: edited points are compared with the baseline only")
-    notes += missing_own_size_references(groups, randoms, facts)
+        notes.append(NotMade(NO_REFERENCE, "no random points with per-example records: edited points are compared with the baseline only"))
+    notes += [NotMade(NO_REFERENCE, n) for n in missing_own_size_references(groups, randoms, facts)]
     return PairedReport(apply_holm(rows, families), notes)
 
 
@@ -311,14 +325,14 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
             clash = prompt_clash(task, recs.path(task), recs.path(task, baseline=True) if ref is None else ref.path(task),
                                  _job(recs.result), "the unedited model" if ref is None else _job(ref.result))
             if clash:  # never pair different prompts: the whole task against this reference is refused
-                notes.append(clash)
+                notes.append(NotMade(PROMPTS_DIFFER, clash))
                 edited = None
                 break
             edited.append(mine)
             refs.append(theirs)
         if not edited:
             if edited is not None:
-                notes.append(f"{label}: no {reference} records of task {task}; not compared")
+                notes.append(NotMade(NO_RECORDS, f"{label}: no {reference} records of task {task}; not compared"))
             continue
         metrics = sorted({m for recs in edited + refs for doc in recs.values() for m in doc})
         for metric in metrics:
@@ -326,7 +340,7 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
             b = [{d: v[metric] for d, v in recs.items() if metric in v} for recs in refs]
             mine, theirs, docs = paired_arrays(a, b)
             if not docs:
-                notes.append(f"{label}: task {task} metric {metric}: no doc_id common to the point and {reference}")
+                notes.append(NotMade(NO_SHARED, f"{label}: task {task} metric {metric}: no doc_id common to the point and {reference}"))
                 continue
             key = (reference, task, metric, *[point.get(f) for f in ("method", *MATCH_FIELDS)])
             diff, low, high = paired_bootstrap(mine - theirs, resamples=resamples, confidence=confidence,
@@ -337,6 +351,7 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
                 "n_examples": len(docs), "diff": diff, "ci_low": low, "ci_high": high,
                 "side": tasks[task], "model": point.get("model"), "filter": point.get("filter"),
                 "intervention": point.get("intervention"), "num_samples": point.get("num_samples"),
+                **{k: v for k, v in point.items() if k.startswith(PREFIX)},  # config keys that keep points apart
                 **inference_columns(mine, theirs, margin=margin, confidence=confidence, resamples=resamples,
                                     seed=_rng_seed(seed, key)),
             })
@@ -344,18 +359,24 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
 
 
 # ------------------------------------------------------------------------------------------- output
+def paired_columns(rows: Sequence[Mapping]) -> list[str]:
+    """:data:`COLUMNS`, :data:`EXTRA_COLUMNS`, then the ``config.<key>`` fields that keep points apart
+    (:mod:`mathneuro.report.identity`)."""
+    return [*COLUMNS, *EXTRA_COLUMNS, *identity_fields(rows)]
+
+
 def write_paired_csv(rows: Sequence[Mapping], path: str | Path) -> Path:
-    """``paired.csv``: :data:`COLUMNS` then :data:`EXTRA_COLUMNS` (side, model, filter, ...)."""
-    return write_csv(rows, path, [*COLUMNS, *EXTRA_COLUMNS])
+    """``paired.csv``: :func:`paired_columns` (side, model, filter, ..., any ``config.<key>`` that differs)."""
+    return write_csv(rows, path, paired_columns(rows))
 
 
 def paired_markdown(report: PairedReport, *, confidence: float = 0.95) -> str:
     """The markdown section: one table row per comparison, the interval beside the difference,
     then the notes (skipped points, missing references)."""
-    parts = [f"## Paired differences on the same examples (mean, {confidence:.0%} bootstrap interval)\n"]
+    parts = [f"## Paired differences on the same examples (mean, {confidence:.0%} bootstrap intervals)\n"]
     rows = report.rows
     if rows:
-        varying = [f for f in ("model", "filter", "intervention", "num_samples")
+        varying = [f for f in ("model", "filter", "intervention", "num_samples", *identity_fields(rows))
                    if len({_key(r.get(f)) for r in rows}) > 1]
         cols = ["method", *varying, "top_k", "scalar", "reference", "task", "metric", "seeds", "n_examples"]
         head = cols + list(markdown_cells(rows[0]))
@@ -364,10 +385,8 @@ def paired_markdown(report: PairedReport, *, confidence: float = 0.95) -> str:
             cells = [str(r.get(c)) for c in cols] + list(markdown_cells(r).values())
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         parts.append("\n".join(lines) + "\n")
-        parts.append("An interval that excludes 0 is a difference the evaluation sample resolves; "
-                     "seeds are pooled per example (see `mathneuro.report.paired`). The draws + examples interval also "
-                     "resamples the identification draws and, for 0/1 metrics, never collapses (Newcombe; rule of "
-                     "three when nothing changed); changed = examples up / down (see `mathneuro.report.inference`).\n")
+        parts.append(f"Verdict: {VERDICT_RULE}. Seeds are pooled per example (see `mathneuro.report.paired`); "
+                     "changed = examples up / down (see `mathneuro.report.inference`).\n")
     if report.notes:
         parts.append("\n".join(f"- {n}" for n in report.notes) + "\n")
     return "\n".join(parts)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from mathneuro.report.efficiency import write_data_efficiency
 from mathneuro.report.figures import plot_metric_vs_scalar, plot_metric_vs_topk, plot_per_layer
+from mathneuro.report.identity import mark_identities
+from mathneuro.report.not_made import reason_of
 from mathneuro.report.paired import write_paired
 from mathneuro.report.sweep import load_results
 from mathneuro.report.tables import (
@@ -17,6 +19,7 @@ from mathneuro.report.tables import (
     _sort_key,
     aggregate,
     comparison_rows,
+    group_fields,
     markdown_table,
     metric_names,
     tidy_rows,
@@ -82,6 +85,33 @@ def _make_figures(rows: list[dict], metrics: list[str], out: Path) -> tuple[dict
     return figures, notes
 
 
+def is_neuron_selection(row: Mapping) -> bool:
+    """A point that selected neurons (LAPE, random_neurons): it edits more weights than it selected."""
+    edited = row.get("selection/num_weights_edited")
+    return is_number(edited) and edited != row.get("selection/num_selected")
+
+
+def _selection_markdown(rows: list[dict]) -> str:
+    """Selection sizes, mean over seeds: counts in their unit (weights or neurons), the share of the scored
+    weights or neurons, and a share of the model's parameters only for weights (a neuron is no parameter:
+    neurons show the weights they feed, ``fraction_of_model_edited``)."""
+    shown = [{**r, "unit": "neurons" if is_neuron_selection(r) else "weights"} for r in rows]
+    for r in shown:
+        if r["unit"] == "neurons":
+            r.pop("selection/fraction_of_model", None)
+    by = group_fields(rows) + (["unit"] if any(r["unit"] == "neurons" for r in shown) else [])
+    sel_rows: dict[tuple, dict] = {}
+    sel_cols = ["selection/num_selected", "selection/fraction_of_model", "selection/fraction_of_scored"]
+    if any("selection/fraction_of_model_edited" in r for r in rows):  # neurons counted as the weights they feed
+        sel_cols.append("selection/fraction_of_model_edited")
+    for field in sel_cols:
+        for agg in aggregate(shown, by, field):
+            key = tuple(agg[k] for k in by)
+            sel_rows.setdefault(key, dict(zip(by, key, strict=True)))[field] = agg["mean"]
+    table = [sel_rows[k] for k in sorted(sel_rows, key=lambda k: tuple(_sort_key(v) for v in k))]
+    return "\n## Selection size (mean over seeds)\n\n" + markdown_table(table, by + sel_cols)
+
+
 def _summary_markdown(sweep: Path, rows: list[dict], missing: list[dict], metrics: list[str],
                       figures: Mapping[str, str], notes: list[str], out: Path) -> str:
     parts = [f"# Sweep report: `{sweep}`\n",
@@ -94,24 +124,14 @@ def _summary_markdown(sweep: Path, rows: list[dict], missing: list[dict], metric
         for entry in comp:
             item = {k: entry.get(k) for k in by}
             for m in metrics:
-                if f"{m}/mean" in entry:
-                    item[m] = f"{entry[f'{m}/mean']:.4g} ± {entry[f'{m}/std']:.2g}"
+                if f"{m}/mean" in entry:  # one seed has no spread to show
+                    spread = f" ± {entry[f'{m}/std']:.2g}" if entry.get("n", 1) > 1 else ""
+                    item[m] = f"{entry[f'{m}/mean']:.4g}{spread}"
             item["n"] = entry.get("n")
             display.append(item)
         parts.append(markdown_table(display, by + [m for m in metrics] + ["n"]))
     if rows and any("selection/num_selected" in r for r in rows):
-        parts.append("\n## Selection size (mean over seeds)\n")
-        by = [f for f in GROUP_FIELDS if len({_hashable(r.get(f)) for r in rows}) > 1] or ["method"]
-        sel_rows: dict[tuple, dict] = {}
-        sel_cols = ["selection/num_selected", "selection/fraction_of_model", "selection/fraction_of_scored"]
-        if any("selection/fraction_of_model_edited" in r for r in rows):  # neurons counted as the weights they feed
-            sel_cols.append("selection/fraction_of_model_edited")
-        for field in sel_cols:
-            for agg in aggregate(rows, by, field):
-                key = tuple(agg[k] for k in by)
-                sel_rows.setdefault(key, dict(zip(by, key, strict=True)))[field] = agg["mean"]
-        table = [sel_rows[k] for k in sorted(sel_rows, key=lambda k: tuple(_sort_key(v) for v in k))]
-        parts.append(markdown_table(table, by + sel_cols))
+        parts.append(_selection_markdown(rows))
     parts.append("\n## Missing or incomplete points\n")
     if missing:
         items = []
@@ -128,8 +148,10 @@ def _summary_markdown(sweep: Path, rows: list[dict], missing: list[dict], metric
         parts.append("\n## Figures\n")
         parts.append("\n".join(f"![{name}]({os.path.relpath(fpath, out)})\n" for name, fpath in figures.items()))
     if rows:
-        parts.append("\n## All points\n")
-        parts.append(markdown_table(rows))
+        parts.append("\n## All points\n")  # a neuron is no parameter: no share of the model's for neurons
+        parts.append(markdown_table([{k: v for k, v in r.items()
+                                      if not (k == "selection/fraction_of_model" and is_neuron_selection(r))}
+                                     for r in rows]))
     return "\n".join(parts)
 
 
@@ -137,7 +159,7 @@ def not_made_markdown(notes: Sequence[str]) -> str:
     """The last section of ``summary.md``: every comparison that could not be made, with its reason."""
     if not notes:
         return ""
-    return "\n## Comparisons not made\n\n" + "".join(f"- {n}\n" for n in notes)
+    return "\n## Comparisons not made\n\n" + "".join(f"- [{reason_of(n)}] {n}\n" for n in notes)
 
 
 def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
@@ -161,6 +183,7 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
         raise ValueError(f"no complete results.json under {sweep}{where}")
     out = Path(out_dir) if out_dir is not None else sweep / "report"
     out.mkdir(parents=True, exist_ok=True)
+    mark_identities(complete, GROUP_FIELDS)  # points that differ in a config key are no seeds of one point
     rows = tidy_rows(complete)
     chosen = list(metrics) if metrics else metric_names(rows)
     unknown = [m for m in chosen if not any(m in r for r in rows)]

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mathneuro.report.identity import identity_fields
 from mathneuro.report.overlap import mean_std, sort_layer_keys
 from mathneuro.results.schema import POINT_FIELDS, SELECTION_COLUMNS, is_number, tidy_row
 from mathneuro.util.io import atomic_write
@@ -71,8 +72,12 @@ def write_csv(rows: Sequence[Mapping], path: str | Path, columns: Sequence[str] 
 
 
 def _fmt(value: Any, floatfmt: str) -> str:
+    """A markdown cell: counts (a whole number of 1,000 or more) as integers with thousands separators,
+    other floats in ``floatfmt``."""
     if value is None:
         return ""
+    if is_number(value) and float(value).is_integer() and abs(value) >= 1000:
+        return f"{int(value):,}"
     if isinstance(value, float):
         return format(value, floatfmt)
     return str(value).replace("|", "\\|")
@@ -83,6 +88,7 @@ def markdown_table(rows: Sequence[Mapping], columns: Sequence[str] | None = None
     if columns is None:
         all_cols = columns_of(rows)
         keep = set(POINT_FIELDS) | {"selection/num_selected", "selection/fraction_of_model"} | set(metric_names(rows))
+        keep |= set(identity_fields(rows))  # the config keys that keep points apart
         columns = [c for c in all_cols if c in keep] or all_cols
     cols = list(columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
@@ -120,11 +126,18 @@ def aggregate(rows: Iterable[Mapping], by: Sequence[str], metric: str) -> list[d
     return out
 
 
+def group_fields(rows: Sequence[Mapping]) -> list[str]:
+    """The fields that tell groups of seeds apart: those of :data:`GROUP_FIELDS` and the ``config.<key>``
+    fields (:mod:`mathneuro.report.identity`) that vary among ``rows``; ``["method"]`` when none does."""
+    fields = (*GROUP_FIELDS, *identity_fields(rows))
+    return [f for f in fields if len({_hashable(r.get(f)) for r in rows}) > 1] or ["method"]
+
+
 def comparison_rows(rows: Sequence[Mapping], metrics: Sequence[str], by: Sequence[str] | None = None) -> list[dict]:
     """One row per group of ``by`` (default: the point fields that vary, except seed) with
     ``<metric>/mean``, ``<metric>/std`` and ``n`` per metric: the sweep's comparison table."""
     if by is None:
-        by = [f for f in GROUP_FIELDS if len({_hashable(r.get(f)) for r in rows}) > 1] or ["method"]
+        by = group_fields(rows)
     table: dict[tuple, dict] = {}
     for metric in metrics:
         for agg in aggregate(rows, by, metric):
