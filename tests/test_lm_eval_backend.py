@@ -164,3 +164,13 @@ def test_import_mathneuro_stays_light_and_registers_on_lm_eval_s_import():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.integration
+def test_lm_eval_s_command_line_runs_mathneuro_hf(varied_dir, task_folder):
+    done = subprocess.run([sys.executable, "-m", "mathneuro.evaluation.lm_eval_cli", "run", "--model", "mathneuro-hf",
+                           "--model_args", f"pretrained={varied_dir},dtype=float32", "--tasks", "tiny_fewshot_gen",
+                           "--include_path", str(task_folder), "--device", "cpu", "--batch_size", "4", "--limit", "2"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "mathneuro-hf" in done.stdout and "tiny_fewshot_gen" in done.stdout and "exact_match" in done.stdout

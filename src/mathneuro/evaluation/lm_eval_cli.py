@@ -4,7 +4,7 @@
         --model_args pretrained=HuggingFaceTB/SmolLM2-135M,dtype=float32 --tasks gsm8k_cot --batch_size 8
 
 Every argument is lm-eval's (``lm_eval --help``). The stock ``lm_eval`` command cannot find the backend by
-itself: no lm-eval release, up to 0.4.13 and its main branch of August 2026, discovers model backends through
+itself: no lm-eval release (0.4.8 to 0.4.13, 0.5.0.dev1, main of August 2026) discovers model backends through
 package entry points, so a backend is known only once the package that registers it is imported (here,
 ``mathneuro``, on which :mod:`mathneuro.util.lm_eval_plugin` registers it).
 """
