@@ -179,7 +179,7 @@ def run_chunk(harness: Harness, task: str, ids: list[int], args) -> dict:
         rec = records.setdefault(int(sample["doc_id"]), {"text": sample["resps"][0][0], "answers": {}, "correct": {}})
         rec["answers"][sample["filter"]] = str(sample["filtered_resps"][0])
         rec["correct"][sample["filter"]] = float(sample.get("exact_match", 0.0))
-    stats = getattr(harness.lm, "prefix_stats", None)  # plain HFLM (today's path for zero-shot batches): none
+    stats = getattr(harness.lm, "prefix_stats", None)  # prefix_cache off (HFLM's own code): all zero
     return {"seconds": seconds, "cpu_seconds": cpu_seconds, "stats": dict(vars(stats)) if stats is not None else {},
             "records": records}
 

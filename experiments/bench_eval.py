@@ -1,4 +1,4 @@
-"""Benchmark: an lm-eval task through plain lm-eval ``HFLM`` and through ``PrefixCacheHFLM``, side by side.
+"""Benchmark: an lm-eval task through lm-eval's ``HFLM`` code and through the decoding engine (``mathneuro-hf``), side by side.
 
 A generation task (``gsm8k_cot``: the shared few-shot prefix) or a multiple-choice one (``race``: the
 article shared by a question's choices; ``mmlu``: one-token answer letters, scored from the last

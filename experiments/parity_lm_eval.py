@@ -2,7 +2,7 @@
 
 For each task, the same local twin (``<task>_local``, over files laid out like ../shared/data) is run
 twice: through mathneuro's :class:`~mathneuro.evaluation.Evaluator` (the in-memory model, lm-eval's
-``HFLM`` or ``PrefixCacheHFLM`` with ``--prefix-cache``), and by ``lm_eval run --model hf`` in a subprocess
+``mathneuro-hf`` backend, the engine on with ``--prefix-cache``), and by ``lm_eval run --model hf`` in a subprocess
 (``--include_path`` our task folder). Writes the metrics of both, and per question whether the scored
 outcome (acc, exact match) is the same.
 

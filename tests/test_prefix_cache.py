@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 from lm_eval.api.instance import Instance
+from lm_eval.api.registry import get_model
 from lm_eval.models.huggingface import HFLM
 
 from mathneuro.evaluation import EvalConfig
+from mathneuro.evaluation.decoding.backend import MathneuroHFLM
 from mathneuro.evaluation.decoding.prefix_cache import PrefixCacheHFLM, shared_prefix_length
 from mathneuro.evaluation.harness import Harness
 from mathneuro.models.tiny import ARCHITECTURES, tiny_model
@@ -108,7 +110,9 @@ def test_eval_prefix_cache_selects_the_wrapper(data_dir):
     on = Harness(model, tok, EvalConfig(name="t", tasks=["gsm8k_cot"], data_dir=str(data_dir)), data_dir)
     off = Harness(model, tok, EvalConfig(name="t", tasks=["gsm8k_cot"], data_dir=str(data_dir), prefix_cache=False),
                   data_dir)
-    assert type(on.lm) is PrefixCacheHFLM and type(off.lm) is HFLM
+    # one backend, lm-eval's mathneuro-hf, built from the registry; eval.prefix_cache is its prefix_cache option
+    assert type(on.lm) is type(off.lm) is get_model("mathneuro-hf") is MathneuroHFLM
+    assert isinstance(on.lm, PrefixCacheHFLM) and on.lm.prefix_cache and not off.lm.prefix_cache
 
 
 def test_gsm8k_cot_scores_equal_with_and_without_prefix_cache(data_dir):
@@ -121,6 +125,8 @@ def test_gsm8k_cot_scores_equal_with_and_without_prefix_cache(data_dir):
         results[flag] = harness.run("gsm8k_cot").metrics
         if flag:
             assert harness.lm.prefix_stats.cached_batches == 1
+        else:  # hf's own code: the engine saw no batch
+            assert harness.lm.prefix_stats.batches == 0
     assert results[True] == results[False]
 
 

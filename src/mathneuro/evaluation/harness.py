@@ -157,28 +157,27 @@ class Harness:
     # ------------------------------------------------------------------ lazily built pieces
     @property
     def lm(self):
-        """The ``HFLM`` wrapping the model object (built on first use; batch size set here, not per call).
+        """The lm-eval model wrapping the model object (built on first use; batch size set here, not per call).
 
-        With ``eval.prefix_cache`` it is a :class:`PrefixCacheHFLM`: generation tasks compute the
-        prompt prefix their requests share (the few-shot exemplars) once per call.
+        It is lm-eval's ``mathneuro-hf`` backend (:class:`~mathneuro.evaluation.decoding.backend.MathneuroHFLM`),
+        looked up in lm-eval's registry and built from keyword arguments as ``simple_evaluate`` builds it for a
+        user. ``eval.prefix_cache`` is its ``prefix_cache``: on, generation tasks compute the prompt prefix their
+        requests share (the few-shot exemplars) once per call; off, every request takes ``hf``'s own code.
         """
         if self._lm is None:
-            from lm_eval.models.huggingface import HFLM
+            from lm_eval.api.registry import get_model
 
-            from mathneuro.evaluation.decoding.prefix_cache import (
-                PrefixCacheHFLM,  # deferred: lm-eval's HF model stack
-            )
+            from mathneuro.evaluation.decoding.backend import BACKEND  # deferred: lm-eval's HF model stack
 
-            wrapper = PrefixCacheHFLM if self.cfg.prefix_cache else HFLM
-            kwargs: dict[str, Any] = {"batch_size": self.cfg.batch_size}
-            if self.cfg.prefix_cache:
-                kwargs.update(draft=self.cfg.draft, draft_tokens=self.cfg.draft_tokens,
-                              prompt_lookup=self.cfg.prompt_lookup, continuous_batching=self.cfg.continuous_batching)
+            kwargs: dict[str, Any] = {"pretrained": self.model, "tokenizer": self.tokenizer,
+                                      "prefix_cache": self.cfg.prefix_cache, "draft": self.cfg.draft,
+                                      "draft_tokens": self.cfg.draft_tokens, "prompt_lookup": self.cfg.prompt_lookup,
+                                      "continuous_batching": self.cfg.continuous_batching}
             if self.cfg.max_length is not None:
                 kwargs["max_length"] = self.cfg.max_length
             if self.cfg.softmax_dtype is not None:
                 kwargs["softmax_dtype"] = self.cfg.softmax_dtype
-            self._lm = wrapper(pretrained=self.model, tokenizer=self.tokenizer, **kwargs)
+            self._lm = get_model(BACKEND).create_from_arg_obj(kwargs, {"batch_size": self.cfg.batch_size})
         return self._lm
 
     @property

@@ -112,6 +112,15 @@ class BatchJournal:
         self.written += 1
 
 
+def attach_batch_journal(model: torch.nn.Module, journal: BatchJournal | None) -> None:
+    """Make ``journal`` the batch journal of ``model`` (None: none) for every wrapper of that model object, for as
+    long as the model lives (the ``mathneuro-hf`` backend's ``journal=`` option; :func:`journaling` for a block)."""
+    if journal is None:
+        _JOURNALS.pop(model, None)
+    else:
+        _JOURNALS[model] = journal
+
+
 def batch_journal_of(model: torch.nn.Module) -> BatchJournal | None:
     """The journal attached to ``model``, if any."""
     return _JOURNALS.get(model)
@@ -137,4 +146,4 @@ def journaling(model: torch.nn.Module, folder: str | Path | None, machine: str =
             _JOURNALS[model] = previous
 
 
-__all__ = ["JOURNAL_DIR", "BatchJournal", "batch_journal_of", "journaling"]
+__all__ = ["JOURNAL_DIR", "BatchJournal", "attach_batch_journal", "batch_journal_of", "journaling"]
