@@ -193,26 +193,13 @@ case $stage in
   pack) "$py" experiments/pack_amended.py --root "$root" "${@:2}" ;;
   workers)
     n=${2:-2}
-    [[ $n =~ ^[1-9][0-9]*$ ]] || die "workers: N must be a positive number, got $n"
     todo=("${@:3}")
     [ ${#todo[@]} -gt 0 ] || todo=(all)
     for s in "${todo[@]}"; do
       case " ${STAGES[*]} all " in *" $s "*) ;; *) die "workers: unknown stage $s (stages: ${STAGES[*]} all)" ;; esac
     done
-    mkdir -p "$root/logs"
-    for i in $(seq 1 "$n"); do
-      OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 setsid nohup nice -n 10 \
-        bash -c 'for s in "$@"; do bash experiments/claims_amended.sh "$s" || exit; done' worker "${todo[@]}" \
-        >> "$root/logs/worker-$i.log" 2>&1 < /dev/null &
-      echo $! >> "$root/logs/workers.pid"
-      echo "worker $i: pid $! (log $root/logs/worker-$i.log)" >&2
-      if [ "$i" -lt "$n" ]; then sleep 20; fi  # the first claims its point before the next looks
-    done ;;
-  stop)
-    [ -f "$root/logs/workers.pid" ] || die "no workers started from $root"
-    while read -r pid; do kill -TERM -- "-$pid" 2>/dev/null && echo "stopped worker group $pid" >&2 || true
-    done < "$root/logs/workers.pid"
-    rm -f "$root/logs/workers.pid" ;;
+    start_workers experiments/claims_amended.sh "$root" "$n" "${todo[@]}" ;;
+  stop) stop_workers "$root" ;;
   keep)
     mkdir -p "$records/amended_partial"
     mapfile -t kept < <(cd "$root" && find . -name .partial -type d -prune -printf '%h\n' | sort)

@@ -27,3 +27,28 @@ best_scalar() {
   "$py" -c "import sys,yaml; print(round(yaml.safe_load(open(sys.argv[1]))['best_params']['intervention.scalar'], 4))" \
     "$1/optimization_results.yaml"
 }
+
+# start_workers SCRIPT ROOT N STAGE...: N one-thread background workers, each running SCRIPT's STAGEs in order
+# (finished points are skipped, so workers share a stage), logs and process groups under ROOT/logs.
+start_workers() {
+  local script=$1 root=$2 n=$3; shift 3
+  [[ $n =~ ^[1-9][0-9]*$ ]] || die "workers: N must be a positive number, got $n"
+  mkdir -p "$root/logs"
+  for i in $(seq 1 "$n"); do
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 setsid nohup nice -n 10 \
+      bash -c 's=$1; shift; for st in "$@"; do bash "$s" "$st" || exit; done' worker "$script" "$@" \
+      >> "$root/logs/worker-$i.log" 2>&1 < /dev/null &
+    echo $! >> "$root/logs/workers.pid"
+    echo "worker $i: pid $! (log $root/logs/worker-$i.log)" >&2
+    if [ "$i" -lt "$n" ]; then sleep 20; fi  # the first claims its point before the next looks
+  done
+}
+
+# stop_workers ROOT: stops the process groups start_workers left under ROOT/logs.
+stop_workers() {
+  local root=$1
+  [ -f "$root/logs/workers.pid" ] || die "no workers started from $root"
+  while read -r pid; do kill -TERM -- "-$pid" 2>/dev/null && echo "stopped worker group $pid" >&2 || true
+  done < "$root/logs/workers.pid"
+  rm -f "$root/logs/workers.pid"
+}
