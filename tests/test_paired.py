@@ -283,3 +283,35 @@ def test_wanda_is_paired_with_random_of_its_own_size(tmp_path: Path) -> None:
     table = comparison_rows(tidy_rows(complete), ["math/gsm8k/exact_match,strict-match"])
     assert sorted((r["method"], r.get("reference") or "") for r in table) == [
         ("mathneuro", ""), ("random", ""), ("random", "wanda"), ("wanda", "")]
+
+
+def test_points_from_different_machines_are_not_paired(tmp_path: Path) -> None:
+    """A point and its reference computed on different kinds of machine (bf16 rounds differently) are not
+    compared: the comparison is listed as not made, 'machines differ', naming both kinds."""
+    from mathneuro.report.not_made import MACHINES_DIFFER, count_text, reason_of
+
+    root = tmp_path / "sweep"
+    write_samples(root / "baseline_samples", GSM, RACE)
+    write_point(root, "0", "mathneuro", 0, {"gsm": lose(GSM, 10), "race": lose(RACE, 2)})
+    write_point(root, "1", "random", 0, {"gsm": lose(GSM, 1), "race": lose(RACE, 1)})
+    xeon = {"device": "cpu", "device_name": "Intel Xeon", "cpu_flags": ["amx_bf16", "avx512_bf16"]}
+    epyc = {"device": "cpu", "device_name": "AMD EPYC", "cpu_flags": ["avx2"]}
+    for name, hardware in (("0", xeon), ("1", epyc)):
+        path = root / name / "results.json"
+        result = json.loads(path.read_text())
+        result["hardware"] = hardware
+        result["baseline_hardware"] = xeon  # each point's unedited model on the Xeon
+        path.write_text(json.dumps(result))
+    report = paired.paired_report(root, resamples=200)
+    pairs = {(r["method"], r["reference"]) for r in report.rows}
+    assert ("mathneuro", "baseline") in pairs  # Xeon against Xeon
+    assert ("mathneuro", "random") not in pairs and ("random", "baseline") not in pairs
+    refused = [n for n in report.notes if reason_of(n) == MACHINES_DIFFER]
+    assert len(refused) == 4  # two tasks against random, two of random against its Xeon baseline
+    assert all("Intel Xeon (amx_bf16+avx512_bf16)" in n and "AMD EPYC (avx2)" in n for n in refused)
+    assert "machines differ: 4" in count_text(report.notes)
+
+
+def test_points_without_recorded_hardware_are_still_paired(sweep: Path) -> None:
+    rows = paired.paired_comparisons(sweep, resamples=200)
+    assert {(r["method"], r["reference"]) for r in rows} >= {("mathneuro", "baseline"), ("mathneuro", "random")}

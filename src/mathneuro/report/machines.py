@@ -53,6 +53,17 @@ def kind_key(hardware: Mapping[str, Any] | None) -> str | None:
     return f"{kind} (CPU flags not recorded)" if on_cpu else kind
 
 
+def machines_differ(edited: Mapping[str, Any], reference: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """The two kinds of machine when a point's results (``edited``) and its reference differ in kind, else None.
+    The reference is another point's results, or None for the unedited model, whose machine is the point's
+    ``baseline_hardware`` (the point's own where it names none). Sides without recorded hardware do not clash:
+    their kind is unknown, not different."""
+    mine = kind_key(edited.get("hardware"))
+    theirs = kind_key((edited.get("baseline_hardware") or edited.get("hardware")) if reference is None
+                      else reference.get("hardware"))
+    return (mine, theirs) if mine and theirs and mine != theirs else None
+
+
 @dataclass(frozen=True)
 class Machine:
     """The machine that computed one task of one record: its kind (None: not recorded) and how it is known."""

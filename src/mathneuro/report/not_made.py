@@ -16,8 +16,9 @@ NO_REFERENCE = "no reference point"
 NO_RECORDS = "no per-example records"
 NO_SHARED = "no shared examples"
 NO_RESULTS = "no results"
+MACHINES_DIFFER = "machines differ"  # the two sides computed on different kinds of machine (report.machines)
 NOT_ASKED = "no records asked for"  # no point logged per-example records: no comparison was asked for
-REASONS = (PROMPTS_DIFFER, NO_BASELINE, NO_REFERENCE, NO_RECORDS, NO_SHARED, NO_RESULTS, NOT_ASKED)
+REASONS = (PROMPTS_DIFFER, MACHINES_DIFFER, NO_BASELINE, NO_REFERENCE, NO_RECORDS, NO_SHARED, NO_RESULTS, NOT_ASKED)
 
 
 class NotMade(str):

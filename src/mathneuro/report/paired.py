@@ -56,7 +56,9 @@ from mathneuro.report.inference import (
     paired_arrays,
     paired_bootstrap,
 )
+from mathneuro.report.machines import machines_differ
 from mathneuro.report.not_made import (
+    MACHINES_DIFFER,
     NO_BASELINE,
     NO_RECORDS,
     NO_REFERENCE,
@@ -324,8 +326,11 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
                 continue
             clash = prompt_clash(task, recs.path(task), recs.path(task, baseline=True) if ref is None else ref.path(task),
                                  _job(recs.result), "the unedited model" if ref is None else _job(ref.result))
-            if clash:  # never pair different prompts: the whole task against this reference is refused
-                notes.append(NotMade(PROMPTS_DIFFER, clash))
+            kinds = machines_differ(recs.result, None if ref is None else ref.result)
+            if clash or kinds:  # never pair different prompts or machines: the task against this reference is refused
+                notes.append(NotMade(PROMPTS_DIFFER, clash) if clash else NotMade(MACHINES_DIFFER, (
+                    f"task {task}: refused to pair {_job(recs.result)} (computed on {kinds[0]}) with "
+                    f"{'the unedited model' if ref is None else _job(ref.result)} (computed on {kinds[1]})")))
                 edited = None
                 break
             edited.append(mine)
