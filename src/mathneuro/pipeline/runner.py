@@ -359,7 +359,7 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
         if baseline_hw := origin.get("hardware"):
             if machine_kind(baseline_hw) != machine_kind(record.hardware):
                 log.warning("%s: the unedited model's metrics were computed on %s (read from the cache); this point "
-                            "runs on %s, so its paired differences mix two machines' rounding", output_dir,
+                            "runs on %s, so the report will not pair it with the unedited model (machines differ)", output_dir,
                             machine_kind(baseline_hw) or "an unrecorded machine",
                             machine_kind(record.hardware) or "an unrecorded machine")
         if elsewhere:  # tasks read back that another kind of machine computed
