@@ -26,12 +26,17 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mathneuro.models.devices import machine_kind
 
-if TYPE_CHECKING:  # records.py labels machines at pack time: no import cycle at run time
-    from mathneuro.report.records import Packed
+
+class HasHeader(Protocol):
+    """A packed record as this module reads it (``mathneuro.report.records.Packed``): its header only. A
+    protocol, not an import, since records.py imports this module to label machines at pack time."""
+
+    header: dict[str, Any]
+
 
 NOT_RECORDED = "not recorded"
 NOTED = "noted, not recorded"
@@ -86,7 +91,7 @@ def machine_of(hardware: Mapping[str, Any] | None) -> Machine:
     return Machine(key, NOTED if (hardware or {}).get("noted") else "recorded")
 
 
-def task_machine(packed: Packed, task: str) -> Machine:
+def task_machine(packed: HasHeader, task: str) -> Machine:
     """The machine that computed ``task`` of ``packed`` (a point's run that evaluated it, a baseline's task)."""
     header = packed.header
     if packed.kind == "baseline":
