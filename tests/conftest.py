@@ -1,5 +1,6 @@
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -62,11 +63,14 @@ def tiny_dir(tmp_path_factory) -> Path:
 
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+#: experiments/claims holds the package ``claimslib`` the claims scripts import (as they do when run from there)
+sys.path.insert(0, str(EXPERIMENTS / "claims"))
 
 
 def load_experiment(name: str) -> ModuleType:
-    """An ``experiments/<name>.py`` script imported as a module (the folder is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
+    """An ``experiments/<folder>/<script>.py`` script, named ``"<folder>/<script>"``, imported as a module (the
+    folders are not packages)."""
+    spec = importlib.util.spec_from_file_location(name.rpartition("/")[2], EXPERIMENTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

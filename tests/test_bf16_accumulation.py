@@ -1,4 +1,4 @@
-"""experiments/bf16_accumulation.py: the original's bf16 accumulation is emulated faithfully."""
+"""experiments/benchmarks/bf16_accumulation.py: the original's bf16 accumulation is emulated faithfully."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from .conftest import load_experiment
 
 
 def load_script():
-    return load_experiment("bf16_accumulation")
+    return load_experiment("benchmarks/bf16_accumulation")
 
 
 def test_bf16_sum_rounds_every_step_and_float32_does_not() -> None:

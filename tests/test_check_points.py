@@ -1,4 +1,4 @@
-"""experiments/check_points.py and the fail-early checks of experiments/claims_1p5b.sh (no model loads)."""
+"""experiments/claims/check_points.py and the fail-early checks of experiments/claims_1p5b.sh (no model loads)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ CLAIMS = EXPERIMENTS / "claims_1p5b.sh"
 
 
 def _module():
-    return load_experiment("check_points")
+    return load_experiment("claims/check_points")
 
 
 def test_compositions_vary_one_swept_key_at_a_time() -> None:

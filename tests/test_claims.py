@@ -1,4 +1,4 @@
-"""experiments/claims.py: the README's claims section is the script's output on the committed records,
+"""experiments/claims/claims.py: the README's claims section is the script's output on the committed records,
 and on simulated records the verdicts follow the truth (the paper right, the paper wrong, neither)."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from claimslib import claims as lib
+from claimslib.records import read_tree, write_packed
 
-from mathneuro.report import claims as lib
-from mathneuro.report.records import read_tree, write_packed
 from tests.conftest import load_experiment
 
-claims = load_experiment("claims")
+claims = load_experiment("claims/claims")
 #: The largest size of each task over the amended plan's claims (the baseline's); records' task names.
 SIZES = {t: max(sizes.get(t, 0) for sizes in claims.SIZES.values()) for t in
          sorted({t for sizes in claims.SIZES.values() for t in sizes})}
@@ -319,10 +319,10 @@ def _commit(root: Path, message: str) -> None:
 
 @pytest.mark.integration  # git in a subprocess
 def test_a_record_committed_before_the_governing_amendment_is_named(tmp_path: Path) -> None:
-    """experiments/plan_precedes_records.py reads the order from git: plan, amendment, then records."""
+    """experiments/claims/plan_precedes_records.py reads the order from git: plan, amendment, then records."""
     import subprocess
 
-    check = load_experiment("plan_precedes_records")
+    check = load_experiment("claims/plan_precedes_records")
     root = tmp_path / "repo"
     (root / "experiments" / "records" / "prune").mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(root)], check=True)
@@ -352,7 +352,7 @@ def test_every_line_a_record_gains_is_checked_against_every_amendment_of_the_dat
     import gzip
     import subprocess
 
-    check = load_experiment("plan_precedes_records")
+    check = load_experiment("claims/plan_precedes_records")
     root = tmp_path / "repo"
     folder = root / "experiments" / "records" / "prune"
     folder.mkdir(parents=True)
@@ -384,7 +384,7 @@ def test_every_line_a_record_gains_is_checked_against_every_amendment_of_the_dat
 
 @pytest.mark.integration  # git in a subprocess
 def test_every_committed_record_of_this_repository_follows_the_amendment_of_2026_12_06() -> None:
-    check = load_experiment("plan_precedes_records")
+    check = load_experiment("claims/plan_precedes_records")
     if not check.has_history():
         pytest.skip("no full git history (a shallow clone or an export)")
     _lines, bad = check.check("2026-12-06")

@@ -65,7 +65,7 @@ def test_a_missing_data_file_stops_the_script(tmp_path) -> None:
 
 
 def test_validation_questions_are_drawn_by_no_identification_draw() -> None:
-    search = load_experiment("scaling_search")
+    search = load_experiment("claims/scaling_search")
     kept, used = search.validation_indices(7473, [0, 1, 2, 3, 4], 100, 300, seed=32)
     drawn = {i for seed in range(5) for i in draw_samples(7473, 100, seed, bootstrap=True)}
     assert used == drawn and len(kept) == len(set(kept)) == 300
@@ -89,7 +89,7 @@ def _trial(folder: Path, num: int, top_k: float, scalar: float, objective: float
 
 
 def test_best_point_is_the_highest_objective_and_the_trace_keeps_the_run_order(tmp_path) -> None:
-    search = load_experiment("scaling_search")
+    search = load_experiment("claims/scaling_search")
     _trial(tmp_path / "c", 0, 0.05, 1.1, 0.02)
     _trial(tmp_path / "a", 1, 0.1, 1.3, 0.06)
     _trial(tmp_path / "b", 2, 0.02, 1.2, 0.06)  # ties with trial 1: the smaller K wins
@@ -123,7 +123,7 @@ def _tiny_gguf(path: Path, tied_twice: bool) -> int:
 
 @pytest.mark.parametrize("tied_twice", [True, False])
 def test_the_output_matrix_is_counted_once_only_when_it_is_the_embedding_stored_twice(tmp_path, tied_twice) -> None:
-    claim4 = load_experiment("claim4_size")
+    claim4 = load_experiment("claims/claim4_size")
     size = _tiny_gguf(tmp_path / "m.gguf", tied_twice)
     facts = claim4.gguf_facts(tmp_path / "m.gguf")
     total = 2 * size + 16 * 32
@@ -133,7 +133,7 @@ def test_the_output_matrix_is_counted_once_only_when_it_is_the_embedding_stored_
 
 
 def test_per_block_spread_is_read_from_the_saved_masks(tmp_path) -> None:
-    claim4 = load_experiment("claim4_size")
+    claim4 = load_experiment("claims/claim4_size")
     masks = {f"model.layers.{i}.mlp.down_proj.weight": torch.zeros(4, 10, dtype=torch.bool) for i in range(3)}
     masks["model.layers.0.mlp.down_proj.weight"][0, :2] = True  # 2
     masks["model.layers.1.mlp.down_proj.weight"][:2, :3] = True  # 6

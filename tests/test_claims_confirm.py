@@ -11,11 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from claimslib.confirm import confirm_tree, read_amendment
+from claimslib.overlap_records import overlap_shares, write_overlap_record
+from claimslib.records import read_study, write_packed
 
-from mathneuro.report.confirm import confirm_tree, read_amendment
 from mathneuro.report.machines import parse_pairings
-from mathneuro.report.overlap_records import overlap_shares, write_overlap_record
-from mathneuro.report.records import read_study, write_packed
 from tests.conftest import load_experiment
 from tests.test_claims import AT, CORE, EPYC, SIZES, Sim, _commit, claims, simulate_generalisation
 from tests.test_claims_rules import EPYC_KIND, XEON_KIND
@@ -185,7 +185,7 @@ def test_cross_kind_pairings_come_from_either_block_and_govern_their_own_records
 
 @pytest.mark.integration  # git in a subprocess
 def test_every_line_under_records_confirm_follows_the_confirmatory_amendment(tmp_path: Path) -> None:
-    check = load_experiment("plan_precedes_records")
+    check = load_experiment("claims/plan_precedes_records")
     root = tmp_path / "repo"
     folder = root / "experiments" / "records" / "confirm" / "prune"
     folder.mkdir(parents=True)

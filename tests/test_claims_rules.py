@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from claimslib import claims as lib
+from claimslib import mcerror
+from claimslib.records import Packed
 
-from mathneuro.report import claims as lib
-from mathneuro.report import mcerror
 from mathneuro.report.machines import Machine, allowed, kind_key, parse_pairings
-from mathneuro.report.records import Packed
 from tests.test_claims import AT, CORE, EPYC, XEON, Sim, claims, verdicts
 
 XEON_KIND, EPYC_KIND = "Intel(R) Xeon(R) Processor (amx_bf16+avx512_bf16)", "AMD EPYC (avx512_bf16)"

@@ -30,12 +30,12 @@ def _block() -> dict:
 
 def test_the_amendments_power_and_cpu_hours_are_plan_powers_output():
     """The tables the amendment quotes are `plan_power.py --confirmatory`'s output on the committed records."""
-    power = load_experiment("confirm_power")
+    power = load_experiment("claims/confirm_power")
     assert _between(PLAN, "confirm-power") == power.report()
 
 
 def test_fresh_examples_are_disjoint_from_every_committed_records_examples():
-    examples = load_experiment("confirm_examples")
+    examples = load_experiment("data/confirm_examples")
     used = examples.used_ids(ROOT / "experiments" / "records")
     assert used[("gsm8k_cot", None)] and used[("race", None)]  # the records were read
     for name, entry in LISTS["sets"].items():
@@ -50,7 +50,7 @@ def test_fresh_examples_are_disjoint_from_every_committed_records_examples():
 
 
 def test_the_machine_readable_block_agrees_with_the_lists_and_the_power_scripts_sizes():
-    block, power = _block(), load_experiment("confirm_power")
+    block, power = _block(), load_experiment("claims/confirm_power")
     assert block["examples"]["sha256"] == LISTS["sha256"] and LISTS["sha256"] in PLAN
     assert block["sizes"] == {"gsm8k_cot": power.N_GSM8K, "race": power.N_RACE, "mmlu": power.N_MMLU,
                               "minerva_math": power.N_MATH}
@@ -64,7 +64,7 @@ def test_the_machine_readable_block_agrees_with_the_lists_and_the_power_scripts_
 
 
 def test_the_examples_folder_holds_only_the_chosen_examples_in_their_order(tmp_path):
-    examples = load_experiment("confirm_examples")
+    examples = load_experiment("data/confirm_examples")
     data = tmp_path / "data"
     (data / "gsm8k").mkdir(parents=True)
     (data / "gsm8k" / "test.jsonl").write_text("".join(json.dumps({"q": i}) + "\n" for i in range(6)))
@@ -76,7 +76,7 @@ def test_the_examples_folder_holds_only_the_chosen_examples_in_their_order(tmp_p
 
 
 def test_a_stage_runs_only_on_its_groups_machine_kind_unless_told_and_then_the_group_restarts(tmp_path):
-    pack = load_experiment("pack_confirm")
+    pack = load_experiment("claims/pack_confirm")
     root, out = tmp_path / "root", tmp_path / "records"
     (root / "base1" / "gsm8k_cot").mkdir(parents=True)
     assert pack.check_kind("base1", root, out, here="Xeon (amx_bf16)") == "Xeon (amx_bf16)"
@@ -102,10 +102,10 @@ def test_claim5_packs_overlap_records_that_the_claims_table_reads(tmp_path):
     confirm/data_efficiency/pairs): each matrix's sizes and intersection, each selection file's sha256."""
     import hashlib
 
-    from mathneuro.report.confirm import confirm_tree, read_amendment
-    from mathneuro.report.records import read_study
+    from claimslib.confirm import confirm_tree, read_amendment
+    from claimslib.records import read_study
 
-    pack, claims = load_experiment("pack_confirm"), load_experiment("claims")
+    pack, claims = load_experiment("claims/pack_confirm"), load_experiment("claims/claims")
     root, out = tmp_path / "root", tmp_path / "records"
     for seed, bits in ((100, [1, 1, 0, 0]), (101, [1, 0, 1, 0])):
         job = root / "claim45" / "claim5" / f"n100_seed{seed}"
@@ -129,10 +129,11 @@ def test_claim5_packs_overlap_records_that_the_claims_table_reads(tmp_path):
 def test_pack_puts_a_groups_baseline_and_points_together_under_records_confirm(tmp_path):
     """base1 + claim1 -> records/confirm/prune: one unedited evaluation, every point paired with it; nothing of the
     amended plan's folders is touched."""
-    from mathneuro.report import records
+    from claimslib import records
+
     from tests.test_paired import GSM, RACE, lose, write_point
 
-    pack = load_experiment("pack_confirm")
+    pack = load_experiment("claims/pack_confirm")
     root, out = tmp_path / "root", tmp_path / "records"
     for task, values in (("gsm8k", GSM), ("race", RACE)):
         folder = root / "base1" / task
@@ -155,8 +156,8 @@ def test_pack_puts_a_groups_baseline_and_points_together_under_records_confirm(t
 
 def test_the_amendments_own_records_do_not_change_the_lists(tmp_path):
     """Records under records/confirm*/ index the fresh lists, not the files: they are not 'used' examples."""
-    examples = load_experiment("confirm_examples")
-    from mathneuro.report import records
+    examples = load_experiment("data/confirm_examples")
+    from claimslib import records
 
     records.write_packed(tmp_path / "confirm" / "prune" / "p.jsonl.gz", {"kind": "point", "name": "p"},
                          [{"task": "gsm8k_cot", "doc_id": 3, "acc": 1}])

@@ -1,6 +1,6 @@
 """The same results on CUDA as on CPU: statistics, selections, interventions and a whole point.
 
-Skipped where no CUDA device is present (CI); run on a GPU machine by ``experiments/gpu_check.sh``.
+Skipped where no CUDA device is present (CI); run on a GPU machine by ``experiments/benchmarks/gpu_check.sh``.
 Every test compares a CUDA result with the CPU result of the same inputs, so a device bug shows as a
 difference, not merely as a crash.
 """

@@ -1,4 +1,4 @@
-"""experiments/dtype_selection_overlap.py: its selections are the runner's, in each point's dtype."""
+"""experiments/benchmarks/dtype_selection_overlap.py: its selections are the runner's, in each point's dtype."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def _stats(gen: torch.Generator, modules: dict[str, int]) -> Statistics:
 
 
 def test_selections_match_the_library_in_float32_and_use_the_points_dtype() -> None:
-    script = load_experiment("dtype_selection_overlap")
+    script = load_experiment("benchmarks/dtype_selection_overlap")
     gen = torch.Generator().manual_seed(0)
     weights = {"layers.0.mlp.up_proj.weight": torch.randn(16, 32, generator=gen),
                "layers.0.self_attn.q_proj.weight": torch.randn(32, 32, generator=gen)}

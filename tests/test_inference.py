@@ -198,5 +198,5 @@ def test_family_parsing_and_holm_over_a_named_family() -> None:
 def test_the_coverage_script_of_the_plan_runs() -> None:
     from tests.conftest import load_experiment
 
-    script = load_experiment("bootstrap_coverage")
+    script = load_experiment("benchmarks/bootstrap_coverage")
     assert 0.8 <= script.coverage(0.95, 0.0, reps=40) <= 1.0

@@ -14,7 +14,7 @@ GGUF = Path("/root/.cache/mathneuro-models/smollm2-135m/model.gguf")
 def test_lape_rules_on_smollm2_with_the_embedded_demo_data():
     from mathneuro.models import load_model
 
-    script = load_experiment("lape_rule_counts")
+    script = load_experiment("studies/lape_rule_counts")
     model, tok = load_model(str(GGUF), device="cpu")
     out = script.rule_counts(model, tok, num_samples=24, top_ks=[0.0001, 0.05, 0.15])
     # measured on the project's machine (bf16, CPU): 3,126 + 1,291 tokens, 3,108 candidates of 46,080

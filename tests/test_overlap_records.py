@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from mathneuro.methods.selection import Selection
-from mathneuro.report.overlap import data_efficiency, load_selection_file
-from mathneuro.report.overlap_records import (
+from claimslib.overlap_records import (
     matrix_counts,
     overlap_shares,
     selection_hash,
     write_overlap_record,
 )
-from mathneuro.report.records import read_packed, read_study, read_tree, write_packed
+from claimslib.records import read_packed, read_study, read_tree, write_packed
+
+from mathneuro.methods.selection import Selection
+from mathneuro.report.overlap import data_efficiency, load_selection_file
 from tests.conftest import load_experiment
 
-claims = load_experiment("claims")
+claims = load_experiment("claims/claims")
 POINT = {"model": claims.MODEL, "task": "gsm8k", "filter": "mmlu", "top_k": 0.15, "method": "mathneuro"}
 
 
@@ -86,7 +86,7 @@ def test_a_record_that_does_not_add_up_or_a_draw_with_two_selections_is_not_judg
 
 
 def test_the_tool_writes_every_pair_of_saved_selections(tmp_path: Path) -> None:
-    tool = load_experiment("overlap_record")
+    tool = load_experiment("claims/overlap_record")
     runs = []
     for seed in range(3):
         run = tmp_path / "runs" / f"n1_seed{seed}"

@@ -1,4 +1,4 @@
-"""experiments/paired_table.py: the claim's rows of paired.csv files as one markdown table."""
+"""experiments/claims/paired_table.py: the claim's rows of paired.csv files as one markdown table."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _row(**kw) -> dict:
 
 
 def test_rows_are_filtered_and_intervals_that_exclude_zero_are_marked(tmp_path, capsys):
-    table = load_experiment("paired_table")
+    table = load_experiment("claims/paired_table")
     path = _write(tmp_path / "paired.csv", [
         _row(), _row(task="mc", metric="acc", diff=-0.01, ci_low=-0.05, ci_high=0.03),
         _row(top_k=0.05), _row(task="mmlu_anatomy", metric="acc"),

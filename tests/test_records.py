@@ -1,4 +1,4 @@
-"""mathneuro.report.records and experiments/pack_records.py: a sweep's run dirs packed into the
+"""claimslib.records and experiments/claims/pack_records.py: a sweep's run dirs packed into the
 committed layout and read back, byte-for-byte reproducibly."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from claimslib import records
 from omegaconf import OmegaConf
 
 from mathneuro.evaluation.samples import pooled_records, records_from_lm_eval, write_records
 from mathneuro.pipeline.runner import run_point
-from mathneuro.report import records
 from tests.conftest import load_experiment
 from tests.test_paired import GSM, RACE, lose, write_point, write_samples
 from tests.test_runner import base_overrides, compose_cfg
@@ -128,7 +128,7 @@ def test_tables_and_bad_files(tmp_path: Path) -> None:
 
 
 def test_the_packer_script(sweep: Path, tmp_path: Path, capsys) -> None:
-    pack = load_experiment("pack_records")
+    pack = load_experiment("claims/pack_records")
     assert pack.main(["--study", "prune", "--out", str(tmp_path / "rec"), str(sweep)]) == 0
     assert "4 file(s)" in capsys.readouterr().out
     assert pack.main(["--study", "prune", "--out", str(tmp_path / "rec"), str(tmp_path / "nope")]) == 2
@@ -152,7 +152,7 @@ def test_a_real_run_point_packs_and_its_records_average_to_its_metrics(tiny_dir:
 
 
 def test_a_baseline_evaluated_task_by_task_pairs_with_points_run_without_their_own(sweep: Path, tmp_path: Path) -> None:
-    """The amended plan's layout (experiments/baseline_eval.py, pack_amended.py): points run with
+    """The amended plan's layout (experiments/claims/baseline_eval.py, pack_amended.py): points run with
     eval.baseline=false, and one unedited evaluation made one task at a time is every point's reference."""
     import shutil
 
@@ -175,7 +175,7 @@ def test_a_baseline_evaluated_task_by_task_pairs_with_points_run_without_their_o
 def test_the_amended_pack_commits_the_baseline_before_the_points_and_keeps_one_a_point_pairs_with(tmp_path: Path) -> None:
     """pack_amended.py: every study gets the unedited evaluation (with the machine of each task) as soon as
     it is there; a later, larger baseline replaces an older one unless a committed point is paired with it."""
-    pack_amended = load_experiment("pack_amended")
+    pack_amended = load_experiment("claims/pack_amended")
     root, out = tmp_path / "root", tmp_path / "records"
     amx = {"device": "cpu", "device_name": "Intel(R) Xeon(R) Processor", "dtype": "bfloat16", "threads": 1}
 
@@ -211,7 +211,7 @@ def test_claim_3s_points_pair_with_an_unedited_evaluation_made_on_their_own_kind
     ROOT/baseline's where they were made there (its metrics.json or the noted hardware says so), else the
     machine's own under ROOT/baseline_cpu/; a machine with neither is not packed; other studies keep the one
     baseline."""
-    pack_amended = load_experiment("pack_amended")
+    pack_amended = load_experiment("claims/pack_amended")
     root, out = tmp_path / "root", tmp_path / "records"
     epyc, xeon = ({"device": "cpu", "device_name": name, "dtype": "bfloat16"} for name in ("AMD EPYC", "Xeon"))
 
@@ -261,7 +261,7 @@ def test_a_stage_reruns_only_the_points_whose_records_are_not_packed(tmp_path: P
     """claims_amended.sh asks pack_amended.py which methods of a draw lack a packed point (a fresh machine has
     no run dirs): a point counts as packed only with the task asked for, so claim 6's WikiText run does not stand
     in for its point's other tasks, nor they for it (a record made before the runs were packed as one)."""
-    pack_amended = load_experiment("pack_amended")
+    pack_amended = load_experiment("claims/pack_amended")
     study = tmp_path / "generalisation"
     point = {"method": "mathneuro", "filter": "mmlu", "seed": 0, "top_k": 0.15}
     records.write_packed(study / "mathneuro__mmlu__k0.15__prune0.0__n100__seed0.jsonl.gz",

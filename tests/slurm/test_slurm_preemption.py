@@ -145,7 +145,7 @@ def test_a_point_that_times_out_mid_identification_and_mid_evaluation_resumes_an
     """A timeout: SLURM sends USR2 ``signal_delay_s`` before the time limit; submitit's handler requeues the
     job (counting it against ``max_num_timeout``) and ends the attempt with SystemExit, on which the pass saves
     its finished batches. The test sends USR2 itself (``scancel --signal``, as SLURM's timer does, at moments
-    it chooses), so the limit is set far off; SLURM's own timer: experiments/slurm_timeout_trial.py."""
+    it chooses), so the limit is set far off; SLURM's own timer: experiments/benchmarks/slurm_timeout_trial.py."""
     sweep, cache, gate = tmp_path / "sweep", tmp_path / "cache", tmp_path / "gate"
     gate.mkdir()
     num_samples = samples_outlasting(6, fastest_batch_s)

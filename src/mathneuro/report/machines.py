@@ -32,7 +32,7 @@ from mathneuro.models.devices import machine_kind
 
 
 class HasHeader(Protocol):
-    """A packed record as this module reads it (``mathneuro.report.records.Packed``): its header only. A
+    """A packed record as this module reads it (``Packed`` of ``experiments/claims/claimslib/records.py``): its header only. A
     protocol, not an import, since records.py imports this module to label machines at pack time."""
 
     header: dict[str, Any]

@@ -21,7 +21,7 @@ layers draft only while the cache stays within the window.
 Numerics: a pass over k tokens and k one-token passes compute the same function with different
 matrix shapes, so logits agree to the last bits only (about 1e-7 relative in float32). Argmax
 decisions agree unless two tokens tie to within that, as between the prefix cache and plain HFLM;
-in bf16 such near-ties are common enough that some answers part (measured in experiments/bench_eval.py).
+in bf16 such near-ties are common enough that some answers part (measured in experiments/benchmarks/bench_eval.py).
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ def token_cost(model: torch.nn.Module) -> float:
     """The planner's cost of one more token in a pass relative to a pass's fixed cost, by device (a fixed
     table, so that drafting decisions never depend on timings). CPU: 1/8. On an AMD EPYC with avx512_bf16
     (2 threads, Qwen2.5-Coder-0.5B, 8 rows on a 900-token cache) a bare pass costs ~68 ms + ~1.7 ms per
-    row-token in bf16 and ~190 ms + ~5 ms in float32 (experiments/bench_pass_cost.py), but inside
+    row-token in bf16 and ~190 ms + ~5 ms in float32 (experiments/benchmarks/bench_pass_cost.py), but inside
     evaluation a drafted pass costs more per token (longer, masked caches, the argmax over the
-    vocabulary): simulated over the GSM8K answers of experiments/bench_eval.py --draft with the costs
+    vocabulary): simulated over the GSM8K answers of experiments/benchmarks/bench_eval.py --draft with the costs
     calibrated to that run's passes, 1/8 did best or within 1 % of best for every edit. CUDA: 1/256 (a
     pass costs about the same for 1 or a few hundred tokens)."""
     return 1 / 256 if next(model.parameters()).device.type == "cuda" else 1 / 8

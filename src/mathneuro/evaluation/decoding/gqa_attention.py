@@ -5,7 +5,7 @@ transformers' SDPA attention expands a grouped-query model's keys and values to 
 carries an attention mask, as every pass after a shared prefix does (its rows are padded). On CPU
 that copy can cost more than the pass's arithmetic: Qwen2.5-Coder-0.5B in float32, 8 rows on a
 900-token cache, a pass of 2 tokens per row took 2.7x a decode step with it and 1.3x without
-(531 ms and 260 ms against ~200 ms; ``experiments/bench_pass_cost.py`` measures it).
+(531 ms and 260 ms against ~200 ms; ``experiments/benchmarks/bench_pass_cost.py`` measures it).
 ``scaled_dot_product_attention(..., enable_gqa=True)`` reads the grouped heads in place and returns
 bitwise the same output (``tests/test_gqa_attention.py``).
 

@@ -35,7 +35,7 @@ shorter than the sequence take the ordinary path.
 
 Outputs equal plain ``HFLM``'s up to floating-point rounding: the prefix is computed in a batch of
 one instead of inside a padded batch, so in bf16 a greedy path can part where two tokens nearly
-tie (measured in ``experiments/bench_eval.py``; README). One deliberate difference: a stop string
+tie (measured in ``experiments/benchmarks/bench_eval.py``; README). One deliberate difference: a stop string
 that decoding hides (a special token such as ``<|im_end|>`` that is not the EOS id) ends its row
 where it appears; plain ``HFLM`` keeps generating that row until every row of the batch has
 stopped, so its text there depends on the batch.
