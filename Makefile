@@ -37,10 +37,10 @@ lint: install
 	$(VENV)/bin/ruff check src tests experiments
 
 bench: install
-	$(PY) experiments/bench_identification.py
+	$(PY) experiments/benchmarks/bench_identification.py
 
 claims: install  # experiments/README.md's claims table, rebuilt from experiments/records (ANALYSIS_PLAN.md)
-	$(PY) experiments/claims.py --write
+	$(PY) experiments/claims/claims.py --write
 
 run: install  # MathNeuro against random pruning of the same counts on the embedded demo, paired intervals
 	$(PY) -m mathneuro experiment=demo

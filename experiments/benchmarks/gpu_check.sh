@@ -17,7 +17,7 @@
 # pytest-xdist, last)
 #   N (100 identification samples per set) GSM8K (100) MMLU (5 per subject) EVAL_BATCH (32) SUITE_TIMEOUT (240 s)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mode=${1:?usage: gpu_check.sh prepare|run}
 gpu=.gpu
 

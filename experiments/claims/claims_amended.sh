@@ -48,12 +48,12 @@
 #   OMP_NUM_THREADS=1 per worker (two workers: two shells running the same stage list).
 set -euo pipefail
 shopt -s inherit_errexit
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source experiments/lib/stages.sh
 STAGES=(base1 claim1 claim45 claim2 base6 claim6 claim3)
 usage="usage: claims_amended.sh STAGE   (STAGE: ${STAGES[*]} all restore drafts keep pack check workers stop)"
 stage=${1:?$usage}
-case " ${STAGES[*]} all restore drafts keep pack check workers stop " in *" $stage "*) ;; *) die "unknown stage: $stage ($usage)" ;; esac
+check_stage "$usage" restore drafts keep pack check workers stop
 
 model=${MODEL:-qwen2_5_coder_1_5b}
 models=${MODELS:-/root/.cache/mathneuro-models}
@@ -99,25 +99,16 @@ sweep_seeds() {
   for seed in $4; do
     methods=$(unpacked "$study" "$filter" "$seed" "$task" $5)
     if [ -z "$methods" ] && [ "$mode" != check ]; then
-      echo "[$(date -u +%FT%TZ)] $stage: seed $seed: every point packed in $records/$study ($task), skipped" >&2
+      log "seed $seed: every point packed in $records/$study ($task), skipped"
       continue
     fi
     sweep "${@:6}" seed="$seed" method="${methods:-${5// /,}}"
   done
 }
 
-sweep() {  # sweep OVERRIDE...: one multirun (mode=check: composed and validated only)
-  if [ "$mode" = check ]; then
-    "$py" experiments/claims/check_points.py "$@" >/dev/null || exit 2
-  else
-    echo "[$(date -u +%FT%TZ)] $stage: mathneuro -m $*" >&2
-    "$py" -m mathneuro -m "$@"
-  fi
-}
-
 baseline() {  # baseline [--task NAME OVERRIDE...]...: the unedited model, one task at a time
   [ "$mode" = check ] && return 0
-  echo "[$(date -u +%FT%TZ)] $stage: baseline_eval.py $*" >&2
+  log "baseline_eval.py $*"
   "$py" experiments/claims/baseline_eval.py --out "${out:-$root/baseline}" "${common[@]}" "$@"
 }
 
@@ -131,7 +122,7 @@ own_baseline() {
   local dir spec task
   dir=$("$py" experiments/claims/pack_amended.py --root "$root" --out "$records" --own-baseline-dir gsm8k_cot minerva_math mmlu race)
   if [ -z "$dir" ]; then
-    echo "[$(date -u +%FT%TZ)] $stage: \$root/baseline made claim 3's tasks on this kind of CPU" >&2
+    log "\$root/baseline made claim 3's tasks on this kind of CPU"
     return 0
   fi
   mkdir -p "$dir"
@@ -141,7 +132,7 @@ own_baseline() {
     task=${spec%% *}
     (
       if ! flock -n 9; then
-        echo "[$(date -u +%FT%TZ)] $stage: $task of $dir is being made by another worker; skipped here" >&2
+        log "$task of $dir is being made by another worker; skipped here"
         exit 0
       fi
       out=$dir baseline --task $spec
@@ -162,7 +153,7 @@ run_stage() {
       sweep_seeds identification race - "0 1 2" mathneuro "${common[@]}" "${race[@]}" eval=none top_k=0.15 \
             save_selection=true hydra.sweep.dir="$root/claim4"
       if [ -f "$records/data_efficiency/amended_mmlu.jsonl.gz" ] && [ "$mode" != check ]; then
-        echo "[$(date -u +%FT%TZ)] $stage: claim 5's table is packed ($records/data_efficiency/amended_mmlu), skipped" >&2
+        log "claim 5's table is packed ($records/data_efficiency/amended_mmlu), skipped"
       else
         sweep "${common[@]}" "${mmlu[@]}" eval=none top_k=0.15 seed=0,1,2 num_samples=1,10,100 method=mathneuro \
               save_selection=true hydra.sweep.dir="$root/claim5"
@@ -187,18 +178,10 @@ run_stage() {
 }
 
 case $stage in
-  check) for s in "${STAGES[@]}"; do mode=check run_stage "$s"; echo "$s: every point is valid" >&2; done ;;
-  all) for s in "${STAGES[@]}"; do mode=check run_stage "$s"; done
-       for s in "${STAGES[@]}"; do mode=run run_stage "$s"; done ;;
+  check) check_stages ;;
+  all) run_stages ;;
   pack) "$py" experiments/claims/pack_amended.py --root "$root" "${@:2}" ;;
-  workers)
-    n=${2:-2}
-    todo=("${@:3}")
-    [ ${#todo[@]} -gt 0 ] || todo=(all)
-    for s in "${todo[@]}"; do
-      case " ${STAGES[*]} all " in *" $s "*) ;; *) die "workers: unknown stage $s (stages: ${STAGES[*]} all)" ;; esac
-    done
-    start_workers experiments/claims/claims_amended.sh "$root" "$n" "${todo[@]}" ;;
+  workers) workers experiments/claims/claims_amended.sh "$root" "${@:2}" ;;
   stop) stop_workers "$root" ;;
   keep)
     mkdir -p "$records/amended_partial"
@@ -247,5 +230,5 @@ for parts in sorted(Path(sys.argv[1]).glob("**/.partial/edited-*/key.parts")):
 PY
     fi
     mode=run run_stage drafts ;;
-  *) mode=check run_stage "$stage"; mode=run run_stage "$stage" ;;
+  *) check_then_run "$stage" ;;
 esac

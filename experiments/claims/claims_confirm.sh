@@ -31,13 +31,12 @@
 #   DTYPE (bfloat16) CONFIRM_NEW_KIND (unset)
 set -euo pipefail
 shopt -s inherit_errexit
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source experiments/lib/stages.sh
 STAGES=(base1 claim1 claim45 base6d claim6d)
 usage="usage: claims_confirm.sh STAGE   (STAGE: ${STAGES[*]} all plan check data drafts pack keep restore workers stop)"
 stage=${1:?$usage}
-case " ${STAGES[*]} all plan check data drafts pack keep restore workers stop " in *" $stage "*) ;;
-  *) die "unknown stage: $stage ($usage)" ;; esac
+check_stage "$usage" plan check data drafts pack keep restore workers stop
 
 model=${MODEL:-qwen2_5_coder_1_5b}
 models=${MODELS:-/root/.cache/mathneuro-models}
@@ -89,15 +88,6 @@ packed() {  # packed STUDY METHOD SEED: is that point committed under $records/c
   [ -f "$records/confirm/$1/$2__mmlu__k0.15__prune0.0__n100__seed$3.jsonl.gz" ]
 }
 
-sweep() {  # sweep OVERRIDE...: one multirun (mode=check: composed and validated only)
-  if [ "$mode" = check ]; then
-    "$py" experiments/claims/check_points.py "$@" >/dev/null || exit 2
-  else
-    echo "[$(date -u +%FT%TZ)] $stage: mathneuro -m $*" >&2
-    "$py" -m mathneuro -m "$@"
-  fi
-}
-
 # sweep_seeds STUDY "SEEDS" "METHODS" OVERRIDE...: one multirun per seed over the methods not yet packed
 sweep_seeds() {
   local study=$1 seed m todo
@@ -122,7 +112,7 @@ baseline() {  # baseline DIR [--task NAME OVERRIDE...]...: the unedited model, o
     done
     return 0
   fi
-  echo "[$(date -u +%FT%TZ)] $stage: baseline_eval.py $*" >&2
+  log "baseline_eval.py $*"
   "$py" experiments/claims/baseline_eval.py --out "$out" "${common[@]}" "$@"
 }
 
@@ -152,31 +142,24 @@ run_stage() {
   esac
 }
 
+pack_quietly() {  # the finished points -> $records/confirm/
+  "$py" experiments/claims/pack_confirm.py pack --root "$root" --out "$records" >/dev/null
+}
+
 keep_dir="$records/confirm_keep"
 case $stage in
   plan | check)
     "$py" experiments/data/confirm_examples.py check --data "$data" --records "$records" >&2 || exit 2
     build_data
-    for s in "${STAGES[@]}"; do mode=check run_stage "$s"; echo "$s: every point is valid" >&2; done
+    check_stages
     "$py" -c "import sys; sys.path.insert(0, 'experiments/claims'); from pack_amended import this_machine
 print('this machine:', this_machine())" >&2 ;;
   data) build_data; echo "$fresh" ;;
-  all) for s in "${STAGES[@]}"; do mode=check run_stage "$s"; done
-       for s in "${STAGES[@]}"; do
-         mode=run run_stage "$s"
-         "$py" experiments/claims/pack_confirm.py pack --root "$root" --out "$records" >/dev/null
-       done ;;
+  all) run_stages pack_quietly ;;
   pack) "$py" experiments/claims/pack_confirm.py pack --root "$root" --out "$records" ;;
   drafts) [ -d "$root/base1/gsm8k_cot" ] || die "no $root/base1/gsm8k_cot: restore first"
           build_data; mode=run run_stage drafts ;;
-  workers)
-    n=${2:-2}
-    todo=("${@:3}")
-    [ ${#todo[@]} -gt 0 ] || todo=(all)
-    for s in "${todo[@]}"; do
-      case " ${STAGES[*]} all " in *" $s "*) ;; *) die "workers: unknown stage $s (stages: ${STAGES[*]} all)" ;; esac
-    done
-    start_workers experiments/claims/claims_confirm.sh "$root" "$n" "${todo[@]}" ;;
+  workers) workers experiments/claims/claims_confirm.sh "$root" "${@:2}" ;;
   stop) stop_workers "$root" ;;
   keep)
     mkdir -p "$keep_dir"
@@ -203,8 +186,8 @@ print('this machine:', this_machine())" >&2 ;;
     [ -f "$keep_dir/baseline_tasks.tar.gz" ] && tar xzf "$keep_dir/baseline_tasks.tar.gz" -C "$cache_root" --skip-old-files
     build_data
     echo "restored under $root and $cache_root; next: bash experiments/claims/claims_confirm.sh drafts" >&2 ;;
-  *) mode=check run_stage "$stage"; mode=run run_stage "$stage"
+  *) check_then_run "$stage"
      # the stage's finished points -> experiments/records/confirm/ (commit them as the stage finishes)
-     "$py" experiments/claims/pack_confirm.py pack --root "$root" --out "$records" >/dev/null
-     echo "[$(date -u +%FT%TZ)] $stage: done and packed into $records/confirm (commit it)" >&2 ;;
+     pack_quietly
+     log "done and packed into $records/confirm (commit it)" ;;
 esac

@@ -1,4 +1,5 @@
-# Shared by experiments/studies/reproduce.sh and experiments/claims_1p5b.sh: sourced, not run.
+# The stage runner of every study and claims script (experiments/claims/claims_*.sh, experiments/studies/reproduce.sh):
+# sourced, not run.
 # Expects the repository root as the working directory; the checkout's src/ comes first on the
 # Python path, so a script runs this checkout's code whatever the venv has installed.
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
@@ -51,4 +52,57 @@ stop_workers() {
   while read -r pid; do kill -TERM -- "-$pid" 2>/dev/null && echo "stopped worker group $pid" >&2 || true
   done < "$root/logs/workers.pid"
   rm -f "$root/logs/workers.pid"
+}
+
+# A runner sets STAGES (its stages, in order), `stage` (the command it was given) and a function `run_stage NAME`
+# that runs one stage; `mode` is `check` (compose and validate every point, no model loads) or `run`.
+
+# log MESSAGE: one line on stderr, stamped with the time and the runner's command
+log() { echo "[$(date -u +%FT%TZ)] ${stage:-}: $*" >&2; }
+
+# check_stage USAGE COMMAND...: $stage is one of STAGES, `all` or one of the runner's other COMMANDs, else die
+check_stage() {
+  local usage=$1; shift
+  case " ${STAGES[*]} all $* " in *" $stage "*) ;; *) die "unknown stage: $stage ($usage)" ;; esac
+}
+
+# sweep OVERRIDE...: one multirun (mode=check: composed and validated by experiments/claims/check_points.py only)
+sweep() {
+  if [ "${mode:-run}" = check ]; then
+    "$py" experiments/claims/check_points.py "$@" >/dev/null || exit 2
+  else
+    log "mathneuro -m $*"
+    "$py" -m mathneuro -m "$@"
+  fi
+}
+
+# check_stages: every stage of STAGES composed and validated, one line each
+check_stages() {
+  local s
+  for s in "${STAGES[@]}"; do mode=check run_stage "$s"; echo "$s: every point is valid" >&2; done
+}
+
+# run_stages [COMMAND...]: every stage of STAGES validated first, then each run in order (COMMAND after each, if given)
+run_stages() {
+  local s
+  for s in "${STAGES[@]}"; do mode=check run_stage "$s"; done
+  for s in "${STAGES[@]}"; do
+    mode=run run_stage "$s"
+    if [ $# -gt 0 ]; then "$@"; fi
+  done
+}
+
+# check_then_run NAME: stage NAME validated, then run
+check_then_run() { mode=check run_stage "$1"; mode=run run_stage "$1"; }
+
+# workers SCRIPT ROOT [N [STAGE...]]: N (2) background workers running SCRIPT's STAGEs (default `all`), each a
+# stage of STAGES or `all` (checked here, before any starts)
+workers() {
+  local script=$1 root=$2 n=${3:-2} s
+  local todo=("${@:4}")
+  [ ${#todo[@]} -gt 0 ] || todo=(all)
+  for s in "${todo[@]}"; do
+    case " ${STAGES[*]} all " in *" $s "*) ;; *) die "workers: unknown stage $s (stages: ${STAGES[*]} all)" ;; esac
+  done
+  start_workers "$script" "$root" "$n" "${todo[@]}"
 }

@@ -27,7 +27,7 @@
 # Identification data: GSM8K train (question + worked solution), RACE-high dev, MMLU validation.
 # Evaluation never reads those files.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source experiments/lib/stages.sh
 stage=${1:?usage: reproduce.sh STAGE [overrides]}
 shift
@@ -48,7 +48,7 @@ paper=(eval=paper 'eval.tasks=[gsm8k_gen,race,mmlu]' eval.limits.gsm8k_gen=20 ev
 scale_val=(eval=probes 'eval.tasks=[arith,mc]' eval.arith.digits=2 eval.arith.num_problems=100 eval.arith.seed=1)
 scale_test=(eval=probes 'eval.tasks=[arith,gsm8k_gen,mc]' eval.arith.digits=2 eval.arith.num_problems=100
             eval.arith.seed=0 eval.limits.gsm8k_gen=30)
-run() { "$py" -m mathneuro -m "${common[@]}" "$@"; }
+run() { sweep "${common[@]}" "$@"; }  # experiments/lib/stages.sh
 
 case $stage in
   grid)

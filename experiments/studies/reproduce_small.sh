@@ -5,7 +5,7 @@
 # 2-digit +/- arithmetic (60), GSM8K test chain of thought (20, 8-shot), our 40-question
 # multiple choice and perplexity probes. Run from the repository root with ../shared beside it.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 models=${MODELS:-$HOME/.cache/mathneuro/gguf}
 bash ../shared/models/fetch-models.sh "$models" qwen2.5-coder-0.5b
 data=$(cd ../shared/data && pwd)
