@@ -1,4 +1,5 @@
-"""experiments/claims/check_points.py and the fail-early checks of experiments/claims_1p5b.sh (no model loads)."""
+"""experiments/claims/check_points.py and the fail-early checks of the claims runners, whose stage names, sweeps and
+workers come from experiments/lib/stages.sh (no model loads)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from .conftest import EXPERIMENTS, load_experiment
 
-CLAIMS = EXPERIMENTS / "claims_1p5b.sh"
+RUNNERS = ("claims_amended.sh", "claims_confirm.sh")
 
 
 def _module():
@@ -48,45 +49,50 @@ def test_a_bad_value_in_any_swept_position_is_refused(tmp_path, capsys) -> None:
     assert "does not exist" in capsys.readouterr().err
 
 
-def _claims(tmp_path: Path, stage: str = "prune", **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(CLAIMS), stage], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "ROOT": str(tmp_path / "sweeps"), **env})
+def _claims(tmp_path: Path, runner: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(EXPERIMENTS / "claims" / runner), *args], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "ROOT": str(tmp_path / "sweeps"), **env})
 
 
-def _fake_data(tmp_path: Path) -> Path:
+def _fake_setup(tmp_path: Path, model: bool = True) -> dict[str, str]:
+    """Empty copies of every data file the runners name, and (with ``model``) a stand-in model file."""
     data = tmp_path / "data"
-    for name in ("gsm8k/train.jsonl", "gsm8k/test.jsonl", "race/validation_high.jsonl",
-                 "race/test_high_by_article.jsonl", "mmlu/validation_prerelease.jsonl"):
+    for name in ("gsm8k/train.jsonl", "gsm8k/test.jsonl", "race/validation_high.jsonl", "race/test_high_by_article.jsonl",
+                 "mmlu/validation_prerelease.jsonl", "math/test.jsonl", "mathqa/test_1000.jsonl", "egsm/egsm_full.jsonl",
+                 "hellaswag/validation.jsonl", "piqa/validation.jsonl", "winogrande/validation.jsonl",
+                 "wikitext2/test.jsonl", "mutual/validation.jsonl"):
         (data / name).parent.mkdir(parents=True, exist_ok=True)
         (data / name).write_text("")
-    return data
+    (tmp_path / "models" / "qwen2.5-coder-1.5b").mkdir(parents=True)
+    if model:
+        (tmp_path / "models" / "qwen2.5-coder-1.5b" / "model.gguf").write_bytes(b"GGUF")
+    return {"DATA": str(data), "MODELS": str(tmp_path / "models"), "CACHE": str(tmp_path / "cache")}
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(("variable", "value"), [("GSM8K_FILTER", "wikitext"), ("GSM8K_PARTS", "prune,eval")])
-def test_claims_script_refuses_a_bad_choice_before_running(tmp_path, variable, value) -> None:
-    data = _fake_data(tmp_path)
-    (tmp_path / "models" / "m").mkdir(parents=True)
-    (tmp_path / "models" / "m" / "model.gguf").write_bytes(b"GGUF")
-    done = _claims(tmp_path, "core_gsm8k", DATA=str(data), MODELS=str(tmp_path / "models"), GGUF="m",
-                   DTYPE="float32", **{variable: value})
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize(("args", "message"), [
+    (("prune51",), "unknown stage: prune51"),
+    (("workers", "2", "claim1", "nosuch"), "workers: unknown stage nosuch"),
+])
+def test_a_runner_refuses_an_unknown_stage_before_anything_runs(tmp_path, runner, args, message) -> None:
+    done = _claims(tmp_path, runner, *args, **_fake_setup(tmp_path))
     assert done.returncode == 2
-    assert f"{variable}={value}: expected" in done.stderr
-    assert not (tmp_path / "sweeps").exists()  # nothing ran
+    assert message in done.stderr
+    assert not (tmp_path / "sweeps").exists() and not (tmp_path / "cache").exists()  # nothing ran
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("missing", ["model", "data"])
-def test_claims_script_stops_before_running_when_model_or_data_is_missing(tmp_path, missing) -> None:
-    data = _fake_data(tmp_path)
-    (tmp_path / "models" / "m").mkdir(parents=True)  # the model folder, without its file unless data is missing
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("missing", ["model", "data", "root"])
+def test_a_runner_stops_before_running_when_model_data_or_root_is_wrong(tmp_path, runner, missing) -> None:
+    env = _fake_setup(tmp_path, model=missing != "model")
     if missing == "data":
-        (data / "race" / "validation_high.jsonl").unlink()
-        (tmp_path / "models" / "m" / "model.gguf").write_bytes(b"GGUF")
-    done = _claims(tmp_path, DATA=str(data), MODELS=str(tmp_path / "models"), GGUF="m")
+        (Path(env["DATA"]) / "race" / "validation_high.jsonl").unlink()
+    if missing == "root":
+        env["ROOT"] = str(EXPERIMENTS.parent / "outputs" / "x")
+    done = _claims(tmp_path, runner, "claim1", **env)
     assert done.returncode == 2
-    if missing == "data":
-        assert "race/validation_high.jsonl" in done.stderr
-    else:
-        assert "no model at" in done.stderr and "fetch-models.sh" in done.stderr
-    assert not (tmp_path / "sweeps").exists()  # nothing ran
+    expected = {"model": "no model at", "data": "race/validation_high.jsonl", "root": "lies inside the repository"}
+    assert expected[missing] in done.stderr
+    assert not (tmp_path / "sweeps").exists() and not (EXPERIMENTS.parent / "outputs" / "x").exists()

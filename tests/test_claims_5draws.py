@@ -1,11 +1,9 @@
-"""Issue 32's experiment tools without a real model: the stage script's fail-early checks, the scaling search's
-validation split, best point and trace, and claim 4's denominators and per-block spread."""
+"""Issue 32's experiment tools without a real model: the scaling search's validation split, best point and trace,
+and claim 4's denominators and per-block spread (experiments/claims/scaling_search.py, claim4_size.py)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,53 +13,7 @@ import torch
 from mathneuro.data import draw_samples
 from mathneuro.methods.selection import Selection
 
-from .conftest import EXPERIMENTS, load_experiment
-
-SCRIPT = EXPERIMENTS / "claims_5draws.sh"
-DATA_FILES = ("gsm8k/train.jsonl", "gsm8k/test.jsonl", "race/validation_high.jsonl", "race/test_high_by_article.jsonl",
-              "mmlu/validation_prerelease.jsonl", "mmlu/dev.jsonl", "math/test.jsonl", "mathqa/test_1000.jsonl",
-              "egsm/egsm_full.jsonl", "hellaswag/validation.jsonl", "piqa/validation.jsonl",
-              "winogrande/validation.jsonl", "wikitext2/test.jsonl", "mutual/validation.jsonl")
-
-
-def _setup(tmp_path: Path) -> dict[str, str]:
-    data = tmp_path / "data"
-    for name in DATA_FILES:
-        (data / name).parent.mkdir(parents=True, exist_ok=True)
-        (data / name).write_text("")
-    (tmp_path / "models" / "m").mkdir(parents=True)
-    (tmp_path / "models" / "m" / "model.gguf").write_bytes(b"GGUF")
-    return {"DATA": str(data), "MODELS": str(tmp_path / "models"), "GGUF": "m", "ROOT": str(tmp_path / "sweeps"),
-            "CACHE": str(tmp_path / "cache")}
-
-
-def _run(stage: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), stage], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **env})
-
-
-@pytest.mark.integration
-@pytest.mark.parametrize(("stage", "extra", "message"), [
-    ("prune51", {}, "unknown stage: prune51"),
-    ("search", {"SEARCH": "random"}, "SEARCH=random: expected tpe or grid"),
-    ("prune15", {"FILTERS": "race wikitext"}, "filter wikitext: expected race or mmlu"),
-    ("prune15", {"ROOT": str(EXPERIMENTS.parent / "outputs" / "x")}, "lies inside the repository"),
-])
-def test_a_bad_stage_or_setting_stops_before_anything_runs(tmp_path, stage, extra, message) -> None:
-    env = {**_setup(tmp_path), **extra}
-    done = _run(stage, env)
-    assert done.returncode == 2
-    assert message in done.stderr
-    assert not Path(env["ROOT"]).exists() and not (tmp_path / "cache").exists()  # nothing ran
-
-
-@pytest.mark.integration
-def test_a_missing_data_file_stops_the_script(tmp_path) -> None:
-    env = _setup(tmp_path)
-    (Path(env["DATA"]) / "mutual" / "validation.jsonl").unlink()
-    done = _run("generalisation", env)
-    assert done.returncode == 2 and "mutual/validation.jsonl" in done.stderr
-    assert not Path(env["ROOT"]).exists()
+from .conftest import load_experiment
 
 
 def test_validation_questions_are_drawn_by_no_identification_draw() -> None:
