@@ -330,3 +330,25 @@ def test_tests_that_start_processes_are_in_the_integration_tier():
         if fn.name.startswith("test_") and fn.name in spawners and not (module_marked or _marked_integration(fn)):
             unmarked.append(f"{path.name}::{fn.name}")
     assert unmarked == []
+
+
+def test_the_library_never_imports_the_experiments_code():
+    """experiments/claims/claimslib serves the claims scripts and the tests only: no module under src imports it."""
+    importers = set()
+    for name, (_, tree) in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                roots = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                roots = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            if {"claimslib", "experiments"} & set(roots):
+                importers.add(name)
+    assert importers == set()
+
+
+def test_the_experiments_top_level_holds_only_folders_and_its_two_pages():
+    experiments = SRC.parents[1] / "experiments"
+    files = sorted(p.name for p in experiments.iterdir() if p.is_file())
+    assert files == ["ANALYSIS_PLAN.md", "README.md"]

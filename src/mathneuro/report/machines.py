@@ -32,8 +32,9 @@ from mathneuro.models.devices import machine_kind
 
 
 class HasHeader(Protocol):
-    """A packed record as this module reads it (``Packed`` of ``experiments/claims/claimslib/records.py``): its header only. A
-    protocol, not an import, since records.py imports this module to label machines at pack time."""
+    """A packed record as this module reads it (``Packed`` of ``experiments/claims/claimslib/records.py``): its
+    header only. A protocol, not an import: the library never imports the experiments' code, and records.py
+    imports this module to label machines at pack time."""
 
     header: dict[str, Any]
 
