@@ -57,7 +57,7 @@ def test_the_machine_readable_block_agrees_with_the_lists_and_the_power_scripts_
     assert block["seeds"]["claim1"] == list(power.SEEDS) and block["seeds"]["6d"] == list(power.SEEDS_6D)
     assert block["machine_kind"]["cross_kind_pairings"] == [] and block["1b"] == {"decides": 0.2, "reported": [0.1]}
     assert min(block["seeds"]["claim1"]) >= 5  # draws never run before (earlier plans: 0-4)
-    runner = (ROOT / "experiments" / "claims_confirm.sh").read_text()
+    runner = (ROOT / "experiments" / "claims" / "claims_confirm.sh").read_text()
     assert 'SEEDS="100 101 102 103"' in runner and 'SEEDS_6D="100 101"' in runner
     assert "eval.limits.gsm8k_cot=200" in runner and "eval.limits.race=400" in runner
     assert "eval.limits.mmlu=20" in runner and "eval.limits.minerva_math=35" in runner

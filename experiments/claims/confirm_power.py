@@ -35,16 +35,17 @@ from mathneuro.report.inference import hierarchical_bootstrap
 
 
 def _sibling(name: str):
-    """Another script of experiments/ as a module (the folder is not a package)."""
+    """Another script of experiments/, ``"<folder>/<script>"``, as a module (the folders are not packages)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / f"{name}.py")
+    path = Path(__file__).resolve().parents[1] / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-SIZES = _sibling("confirm_examples").SIZES  # the fresh examples' sizes: one source for the lists and the power
+SIZES = _sibling("data/confirm_examples").SIZES  # the fresh examples' sizes: one source for the lists and the power
 RECORDS = Path(__file__).resolve().parents[1] / "records"
 Z = NormalDist()
 Z975, Z95 = Z.inv_cdf(0.975), Z.inv_cdf(0.95)
