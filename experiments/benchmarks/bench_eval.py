@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.threads)
     if args.draft:
-        from bench_draft import draft_benchmark  # experiments/benchmarks/ is on sys.path when this script runs
+        from bench_draft import draft_benchmark  # its own folder is on sys.path when this script runs
 
         return draft_benchmark(args)
     model, tok = load(args.model, args.dtype, args.device)
