@@ -8,8 +8,8 @@
 # The model is Qwen2.5-Coder-1.5B's architecture with random weights, built from its config.json on the GPU:
 # a real model's speed and memory without moving 3 GB (its real tokenizer travels). Scores are therefore at
 # chance and only the timings, the memory and the CUDA-vs-CPU agreement mean anything.
-# prepare needs: the converted 1.5B in the mathneuro cache (any run of claims_1p5b.sh leaves it there), the
-# shared data (DATA, default ../shared/data) and, for a machine without the project's dependencies, wheels in
+# prepare needs: the converted 1.5B in the mathneuro cache (any run of a claims runner on the 1.5B GGUF leaves it
+# there), the shared data (DATA, default ../shared/data) and, for a machine without the project's dependencies, wheels in
 # .whl/ (see /work/.library/device/README.md); run installs .whl/*.whl into /tmp/site when present.
 # $OUT gets eleven files: install.log test_cuda.log bench_identification.json point.log point_results.json
 # pass_cost.json draft.json draft.log draft_math.json draft_math.log suite.log
