@@ -140,7 +140,7 @@ def test_random_sized_by_a_user_method_with_its_own_settings(plugin_dir, monkeyp
 def test_random_sized_by_a_user_method_pairs_with_it_under_either_name(plugin_dir, monkeypatch):
     """A point run as ``method.name=toy_plugins:first_rows`` and a random point sized by ``first_rows``
     (or the other way round) are one method's pair in paired.csv."""
-    from mathneuro.report.paired import serves
+    from mathneuro.report.references import serves
 
     monkeypatch.syspath_prepend(str(plugin_dir))
     assert serves("random(first_rows)", "toy_plugins:first_rows")

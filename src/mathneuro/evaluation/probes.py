@@ -29,7 +29,7 @@ from mathneuro.evaluation.config import ArithConfig, GenerationProbeConfig
 from mathneuro.evaluation.generation import greedy_generate
 from mathneuro.evaluation.likelihood import loglikelihoods, rolling_loglikelihoods
 from mathneuro.evaluation.samples import hash_doc, hash_text, prompt_excerpt
-from mathneuro.evaluation.tasks import probe_data_dir
+from mathneuro.evaluation.task_table import probe_data_dir
 
 MC_FILE = "multiple_choice.jsonl"
 TEXT_FILE = "text.txt"
