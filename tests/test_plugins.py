@@ -24,7 +24,7 @@ PLUGIN = textwrap.dedent('''
     import torch
 
     from mathneuro.evaluation.probe_registry import register_probe
-    from mathneuro.methods.registry import LinearMethodConfig, register_method
+    from mathneuro.methods import LinearMethodConfig, register_method
     from mathneuro.methods.selection import Selection
 
 
@@ -118,7 +118,7 @@ def test_user_method_by_target_and_errors(plugin_dir, monkeypatch):
 def test_random_sized_by_a_user_method_with_its_own_settings(plugin_dir, monkeypatch):
     """method.reference names the user's method, method.reference_args its settings: random then
     draws exactly that many weights per matrix (two rows' worth), elsewhere than the first rows."""
-    from mathneuro.methods.registry import MethodInputs
+    from mathneuro.methods.spec import MethodInputs
     from mathneuro.models.targets import find_target_linears, weight_parameters
 
     monkeypatch.syspath_prepend(str(plugin_dir))
