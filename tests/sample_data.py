@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mathneuro.evaluation.tasks import MATH_SUBSETS, MMLU_SUBJECTS
+from mathneuro.evaluation.task_table import MATH_SUBSETS, MMLU_SUBJECTS
 
 
 def _write(path: Path, records: list[dict]) -> None:

@@ -9,20 +9,17 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from mathneuro.report import overlap as analysis
-from mathneuro.report.overlap import (
+from mathneuro.methods.counts import (
     count_entries,
     count_selected,
-    data_efficiency,
     layer_index,
-    load_selection_file,
     module_type,
-    overlap,
-    overlap_matrix,
     per_layer_counts,
     per_module_counts,
     summarize,
 )
+from mathneuro.report import overlap as analysis
+from mathneuro.report.overlap import data_efficiency, load_selection_file, overlap, overlap_matrix
 
 Q0 = "model.layers.0.self_attn.q_proj.weight"
 D1 = "model.layers.1.mlp.down_proj.weight"

@@ -33,7 +33,7 @@ def test_the_tests_name_tasks_as_the_evaluation_path_names_their_records(tmp_pat
     own lm-eval task (local twin or stock). A rename on either side breaks this."""
     from mathneuro.evaluation.config import EvalConfig
     from mathneuro.evaluation.harness import Harness
-    from mathneuro.evaluation.tasks import TASKS
+    from mathneuro.evaluation.task_table import TASKS
 
     harness = Harness(None, None, EvalConfig(tasks=list(SIZES)), tmp_path)
     names = {t for test in claims.plan_tests() for t in test.tasks}
@@ -51,7 +51,7 @@ def test_every_test_reads_a_metric_its_task_reports(tmp_path: Path) -> None:
     records name them), under our local twin and the stock task alike: a test that names a metric the
     evaluation never writes reads "not run" after its points have run (EGSM's ``exact_match`` did)."""
     from mathneuro.evaluation.task_metrics import reported_metrics
-    from mathneuro.evaluation.tasks import TASKS
+    from mathneuro.evaluation.task_table import TASKS
 
     for test in claims.plan_tests():
         for task in test.tasks:

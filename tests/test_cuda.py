@@ -13,7 +13,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from mathneuro.edit.intervention import apply_intervention
+from mathneuro.edit.undoable import apply_intervention
 from mathneuro.methods import mathneuro_selection, random_selection, topk_count, wanda_selection
 from mathneuro.methods.selection import Selection
 from mathneuro.models import resolve_device

@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from mathneuro.evaluation import TASKS, EvalConfig, Evaluator, kind_of, lm_eval_name, validate_config
-from mathneuro.evaluation.tasks import DATA_DIR_ENV, HARNESS_TASKS, PROBES
+from mathneuro.evaluation.task_table import DATA_DIR_ENV, HARNESS_TASKS, PROBE_NAMES
 from mathneuro.models.tiny import tiny_model
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "eval"
@@ -106,7 +106,7 @@ def test_conf_eval_yaml_files_compose_and_validate(data_dir):
     paper = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EvalConfig), OmegaConf.load(CONF / "paper.yaml")))
     assert paper == EvalConfig()
     quick = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EvalConfig), OmegaConf.load(CONF / "quick.yaml")))
-    assert set(quick.tasks) <= set(PROBES)
+    assert set(quick.tasks) <= set(PROBE_NAMES)
     none = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EvalConfig), OmegaConf.load(CONF / "none.yaml")))
     assert not none.is_enabled()
 

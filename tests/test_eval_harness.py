@@ -13,7 +13,7 @@ import yaml
 from mathneuro.eval_tasks import TASKS_DIR
 from mathneuro.eval_tasks.fewshot import gsm8k_cot, minerva_math
 from mathneuro.evaluation import TASKS, EvalConfig, Evaluator, flatten_lm_eval_metrics
-from mathneuro.evaluation.tasks import HARNESS_TASKS, MMLU_SUBJECTS, missing_files
+from mathneuro.evaluation.task_table import HARNESS_TASKS, MMLU_SUBJECTS, missing_files
 from mathneuro.models.tiny import tiny_model
 
 pytestmark = pytest.mark.integration  # real files, subprocesses or lm-eval: see Makefile test tiers

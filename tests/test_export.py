@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mathneuro.edit.export import export_edited_model, export_model
-from mathneuro.edit.intervention import apply_intervention
+from mathneuro.edit.undoable import apply_intervention
 from mathneuro.methods import random_selection
 from mathneuro.methods.selection import Selection
 from mathneuro.models.targets import find_mlp_activations, find_target_linears, weight_parameters

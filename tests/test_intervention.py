@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from mathneuro.edit.intervention import apply_intervention
+from mathneuro.edit.undoable import apply_intervention
 from mathneuro.methods import lape_selection, mathneuro_selection
 from mathneuro.methods.selection import Selection
 from mathneuro.models.targets import find_target_linears, mlp_widths, neuron_weight_counts, weight_parameters

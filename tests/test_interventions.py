@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mathneuro.edit.intervention import apply_intervention
 from mathneuro.edit.interventions import InterventionContext, default_intervention_node, resolve_intervention
 from mathneuro.edit.interventions.registry import set_foreign_settings
 from mathneuro.edit.interventions.units import mlp_linears, weight_masks
+from mathneuro.edit.undoable import apply_intervention
 from mathneuro.methods import mathneuro_selection, random_neuron_selection
 from mathneuro.methods.selection import Selection
 from mathneuro.models.targets import find_mlp_activations, find_target_linears, mlp_widths, weight_parameters

@@ -63,7 +63,7 @@ def test_the_top_level_holds_only_the_stage_packages():
     top = sorted(p.name for p in SRC.iterdir() if not p.name.startswith(("__pycache__", ".")))
     files = [n for n in top if n.endswith(".py")]
     folders = [n for n in top if (SRC / n).is_dir() and n != "conf"]
-    assert files == ["__init__.py", "__main__.py", "_compat.py"]
+    assert files == ["__init__.py", "__main__.py"]
     assert set(folders) == set(STAGES)
 
 
@@ -102,7 +102,7 @@ def test_no_import_cycles():
 
 
 def _stage(module: str) -> str | None:
-    """The stage package of ``mathneuro.<stage>...``; None for the top-level modules (mathneuro, _compat)."""
+    """The stage package of ``mathneuro.<stage>...``; None for the top-level modules."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in STAGES else None
 
@@ -257,35 +257,17 @@ def test_runner_imports_nothing_from_the_report_layer():
     assert out.stdout.strip() == "[]"
 
 
-def test_old_module_paths_are_aliases_of_the_moved_modules():
-    """Code written against 0.1's flat modules keeps working for one release, with a DeprecationWarning."""
-    import importlib
-    import warnings
+def test_the_module_paths_of_0_1_are_gone():
+    """0.2 moved and renamed modules (CHANGELOG.md lists each); no alias keeps an old path importable."""
+    import importlib.util
 
-    from mathneuro._compat import MOVED
+    import mathneuro.cli
+    import mathneuro.results
 
-    for old, new in MOVED.items():
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            sys.modules.pop(old, None)
-            module = importlib.import_module(old)
-        assert module is importlib.import_module(new), old
-        assert any(issubclass(w.category, DeprecationWarning) and new in str(w.message) for w in caught), old
-    from mathneuro.runner import run_point  # noqa: F401 - the form users wrote
-
-
-def test_the_modules_that_became_packages_still_hand_out_their_names():
-    """``mathneuro.cli`` and ``mathneuro.results`` were modules before 0.2; code that imported from them works."""
-    import warnings
-
-    from mathneuro.cli import run
-    from mathneuro.results import PointResult, schema
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        from mathneuro.cli import main
-    assert main is run.main and any(issubclass(w.category, DeprecationWarning) for w in caught)
-    assert PointResult is schema.PointResult
+    for old in ("mathneuro.runner", "mathneuro.report_cli", "mathneuro.intervention", "mathneuro.pipeline.results",
+                "mathneuro.pipeline.cli", "mathneuro.edit.intervention", "mathneuro.evaluation.tasks"):
+        assert importlib.util.find_spec(old) is None, old
+    assert not hasattr(mathneuro.cli, "main") and not hasattr(mathneuro.results, "PointResult")
 
 
 def test_a_points_identity_fields_are_written_down_once():

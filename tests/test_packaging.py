@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import textwrap
 import zipfile
 from pathlib import Path
@@ -56,15 +57,46 @@ def clean_env(**extra: str) -> dict:
     return {**env, "HF_HUB_OFFLINE": "1", "HYDRA_FULL_ERROR": "1", **extra}
 
 
-@pytest.mark.integration
-def test_wheel_installs_anywhere_and_runs_with_a_users_config_dir(tiny_dir, tmp_path):
-    # build from a copy, so the repository gets no build/ or egg-info
-    src = tmp_path / "src-copy"
+def source_copy(root: Path) -> Path:
+    """The files a build reads, copied with ``src/mathneuro/conf`` kept a link to ``conf/`` (so the
+    repository gets no build/ or egg-info)."""
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
     for name in ("src", "conf"):
-        shutil.copytree(REPO / name, src / name, ignore=ignore)
+        shutil.copytree(REPO / name, root / name, ignore=ignore, symlinks=True)
     for name in ("pyproject.toml", "README.md"):
-        shutil.copy(REPO / name, src / name)
+        shutil.copy(REPO / name, root / name)
+    assert (root / "src" / "mathneuro" / "conf").is_symlink()
+    return root
+
+
+@pytest.mark.integration
+def test_the_sdist_holds_the_configs_and_builds_a_wheel_that_ships_them(tmp_path):
+    src = source_copy(tmp_path / "src-copy")
+    out = tmp_path / "dist"
+    built = subprocess.run([sys.executable, "-c", "from setuptools import build_meta as b; import sys; "
+                            "print(b.build_sdist(sys.argv[1]))", str(out)],
+                           capture_output=True, text=True, timeout=300, env=clean_env(), cwd=src)
+    assert built.returncode == 0, built.stderr[-3000:]
+    sdist = out / built.stdout.split()[-1]
+    with tarfile.open(sdist) as tf:
+        members = {m.name.split("/", 1)[1]: m for m in tf.getmembers() if "/" in m.name}
+    yamls = {f"src/mathneuro/conf/{p.relative_to(REPO / 'conf').as_posix()}" for p in (REPO / "conf").rglob("*.yaml")}
+    assert yamls <= set(members), sorted(yamls - set(members))
+    assert all(members[name].isfile() for name in yamls)  # the files themselves, not the link
+    wheels = tmp_path / "wheels"
+    wheel = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                            "-w", str(wheels), str(sdist)], capture_output=True, text=True, timeout=300,
+                           env=clean_env(), cwd=tmp_path)
+    assert wheel.returncode == 0, wheel.stderr[-3000:]
+    (whl,) = wheels.glob("mathneuro-*.whl")
+    with zipfile.ZipFile(whl) as zf:
+        shipped = set(zf.namelist())
+    assert {name.removeprefix("src/") for name in yamls} <= shipped
+
+
+@pytest.mark.integration
+def test_wheel_installs_anywhere_and_runs_with_a_users_config_dir(tiny_dir, tmp_path):
+    src = source_copy(tmp_path / "src-copy")
     wheels = tmp_path / "wheels"
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
                             "--no-index", "-w", str(wheels), str(src)], capture_output=True, text=True, timeout=300,

@@ -24,7 +24,7 @@ PLUGIN = textwrap.dedent('''
     import torch
 
     from mathneuro.evaluation.probe_registry import register_probe
-    from mathneuro.methods.registry import LinearMethodConfig, register_method
+    from mathneuro.methods import LinearMethodConfig, register_method
     from mathneuro.methods.selection import Selection
 
 
@@ -118,7 +118,7 @@ def test_user_method_by_target_and_errors(plugin_dir, monkeypatch):
 def test_random_sized_by_a_user_method_with_its_own_settings(plugin_dir, monkeypatch):
     """method.reference names the user's method, method.reference_args its settings: random then
     draws exactly that many weights per matrix (two rows' worth), elsewhere than the first rows."""
-    from mathneuro.methods.registry import MethodInputs
+    from mathneuro.methods.spec import MethodInputs
     from mathneuro.models.targets import find_target_linears, weight_parameters
 
     monkeypatch.syspath_prepend(str(plugin_dir))
@@ -140,7 +140,7 @@ def test_random_sized_by_a_user_method_with_its_own_settings(plugin_dir, monkeyp
 def test_random_sized_by_a_user_method_pairs_with_it_under_either_name(plugin_dir, monkeypatch):
     """A point run as ``method.name=toy_plugins:first_rows`` and a random point sized by ``first_rows``
     (or the other way round) are one method's pair in paired.csv."""
-    from mathneuro.report.paired import serves
+    from mathneuro.report.references import serves
 
     monkeypatch.syspath_prepend(str(plugin_dir))
     assert serves("random(first_rows)", "toy_plugins:first_rows")

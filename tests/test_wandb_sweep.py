@@ -18,12 +18,12 @@ pytestmark = pytest.mark.integration  # runs the CLI in subprocesses
 STAMP = ("2026-01-02", "03-04-05")
 LOUD = {"WANDB_SILENT": "false"}  # the tests' default (conftest) would hide W&B's banners whatever mathneuro asks
 SCALARS = ("1.1", "1.3")
-METHODS = ("mathneuro", "random")
+METHOD_NAMES = ("mathneuro", "random")
 
 
 def sweep_args(tiny_dir: Path, tmp_path: Path, sweep: Path) -> list[str]:
     return ["-m", *base_overrides(tiny_dir, tmp_path / "cache"), "eval=quick", "eval.limit=4", "eval.log_samples=true",
-            "intervention=scale", f"intervention.scalar={','.join(SCALARS)}", f"method={','.join(METHODS)}",
+            "intervention=scale", f"intervention.scalar={','.join(SCALARS)}", f"method={','.join(METHOD_NAMES)}",
             f"hydra.sweep.dir={sweep}"]
 
 
@@ -56,9 +56,9 @@ def test_every_point_and_the_report_share_the_sweeps_group_with_short_unique_nam
     groups = {r.run["run_group"] for r in runs.values()}
     assert groups == {f"sweep-{STAMP[0]}_{STAMP[1]}"}  # the experiment name (none: "sweep"), date and time
     names = {r.run["display_name"] for r in runs.values()}
-    assert names == {f"{m} K=0.05 s={s} seed=0" for m in METHODS for s in SCALARS}
+    assert names == {f"{m} K=0.05 s={s} seed=0" for m in METHOD_NAMES for s in SCALARS}
     assert all(len(n) <= 64 for n in names)
-    assert {(r.run["job_type"], r.config["point"]["method"]) for r in runs.values()} == {(m, m) for m in METHODS}
+    assert {(r.run["job_type"], r.config["point"]["method"]) for r in runs.values()} == {(m, m) for m in METHOD_NAMES}
     for folder, r in runs.items():
         point = json.loads((folder / "results.json").read_text())["point"]
         assert set(r.run["tags"]) >= {f"method={point['method']}", "intervention=scale", "model=tiny",
@@ -138,7 +138,7 @@ def test_one_report_run_per_sweep_with_one_history_row_per_compared_point(swept)
     assert first.run["run_id"] == identity["report_run_id"] and first.run["run_group"] == identity["group"]
     rows = [h for h in second.history if "K" in h]
     assert len(rows) == 4  # one per compared point
-    assert {(h["method"], h["scalar"], h["K"]) for h in rows} == {(m, float(s), 0.05) for m in METHODS for s in SCALARS}
+    assert {(h["method"], h["scalar"], h["K"]) for h in rows} == {(m, float(s), 0.05) for m in METHOD_NAMES for s in SCALARS}
     mathneuro_rows = [h for h in rows if h["method"] == "mathneuro"]
     for h in mathneuro_rows:
         key = f"paired/mathneuro/s={h['scalar']}/vs_random/arith/exact_match"

@@ -24,7 +24,7 @@ import lm_eval
 from lm_eval.tasks import TaskManager
 
 import mathneuro  # noqa: F401  registers mathneuro-hf
-from mathneuro.evaluation.tasks import local_tasks_dir
+from mathneuro.evaluation.task_table import local_tasks_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = "gsm8k_cot_local"

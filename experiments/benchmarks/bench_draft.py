@@ -43,7 +43,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from mathneuro.cli.run import config_dir
-from mathneuro.edit.intervention import apply_intervention
+from mathneuro.edit.undoable import apply_intervention
 from mathneuro.evaluation import EvalConfig
 from mathneuro.evaluation.decoding.draft_lookup import DraftPlanner, RowDraft
 from mathneuro.evaluation.decoding.drafted import token_cost

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from mathneuro.evaluation import EvalConfig, Evaluator, local_tasks_dir
-from mathneuro.evaluation.tasks import TASKS
+from mathneuro.evaluation.task_table import TASKS
 from mathneuro.models import load_model
 from mathneuro.models.devices import cpu_has_bf16, cpu_name
 

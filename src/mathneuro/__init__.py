@@ -7,10 +7,8 @@ The pipeline, one package per stage: :mod:`mathneuro.data` → :mod:`mathneuro.s
 :mod:`mathneuro.util` under them all.
 """
 
-from mathneuro import _compat
 from mathneuro.util import lm_eval_plugin
 
 __version__ = "0.2.0"  # the one place the version is written (pyproject reads it; CHANGELOG names it)
 
-_compat.install()  # old flat module names (mathneuro.runner, ...) for one release
 lm_eval_plugin.install()  # lm-eval's model "mathneuro-hf" (the decoding engine), registered without importing lm-eval

@@ -9,18 +9,17 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from mathneuro.report import plot_overlap_heatmap, write_report
-from mathneuro.report.inference import parse_family
-from mathneuro.report.not_made import count_text, listing
-from mathneuro.report.overlap import (
+from mathneuro.methods.counts import (
     count_entries,
     count_selected,
-    load_selection_file,
-    overlap_matrix,
     per_layer_counts,
     per_module_counts,
     sort_layer_keys,
 )
+from mathneuro.report import plot_overlap_heatmap, write_report
+from mathneuro.report.inference import parse_family
+from mathneuro.report.not_made import count_text, listing
+from mathneuro.report.overlap import load_selection_file, overlap_matrix
 from mathneuro.report.wandb_run import log_report_run, report_mode, sweep_logger
 from mathneuro.util.io import write_text_atomic
 

@@ -61,14 +61,6 @@ def config_dir() -> str:
     packaged = package / "conf"
     if (packaged / "config.yaml").exists():
         return str(packaged)
-    try:  # an editable install made before 0.2's link (src/mathneuro/conf -> conf/) maps mathneuro.conf there
-        from importlib.resources import files
-
-        mapped = files("mathneuro.conf")
-        if mapped.joinpath("config.yaml").is_file():
-            return str(mapped)
-    except (ImportError, TypeError, ValueError):
-        pass
     return str(packaged)  # Hydra then says "Primary config directory not found" with this path
 
 

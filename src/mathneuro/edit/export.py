@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from mathneuro.edit.intervention import apply_intervention
+from mathneuro.edit.undoable import apply_intervention
 from mathneuro.methods.selection import Selection
 from mathneuro.util.io import os_error_inside, publish_folder
 

@@ -16,7 +16,7 @@ from typing import Any
 import datasets
 
 from mathneuro.data.datasets import read_jsonl
-from mathneuro.evaluation.tasks import DATA_DIR_ENV
+from mathneuro.evaluation.task_table import DATA_DIR_ENV
 
 
 def data_root(data_dir: str | None = None) -> Path:

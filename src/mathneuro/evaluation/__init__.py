@@ -16,10 +16,10 @@ from mathneuro.evaluation.config import (
 from mathneuro.evaluation.evaluator import Evaluator, metric_key
 from mathneuro.evaluation.harness import flatten_lm_eval_metrics, preserved_rng, stderr_key
 from mathneuro.evaluation.math_equivalence import math_answers_equal
-from mathneuro.evaluation.tasks import (
+from mathneuro.evaluation.task_table import (
     DATA_DIR_ENV,
     HARNESS_TASKS,
-    PROBES,
+    PROBE_NAMES,
     TASK_NAMES,
     TASKS,
     TaskSpec,
@@ -30,7 +30,7 @@ from mathneuro.evaluation.tasks import (
 
 __all__ = [
     "ArithConfig", "DATA_DIR_ENV", "EvalConfig", "Evaluator", "GenerationProbeConfig", "HARNESS_TASKS",
-    "MultipleChoiceConfig", "PROBES", "PerplexityConfig", "TASKS", "TASK_NAMES", "TaskSpec",
+    "MultipleChoiceConfig", "PROBE_NAMES", "PerplexityConfig", "TASKS", "TASK_NAMES", "TaskSpec",
     "flatten_lm_eval_metrics", "kind_of", "lm_eval_name", "local_tasks_dir", "math_answers_equal", "metric_key", "preserved_rng",
     "stderr_key", "validate_config",
 ]

@@ -17,7 +17,7 @@ from mathneuro.evaluation.decoding.drafts import DRAFT_MODES
 from mathneuro.evaluation.decoding.greedy_search import PROMPT_LOOKUP_MODES
 from mathneuro.evaluation.probe_registry import is_probe, probe_spec
 from mathneuro.evaluation.task_index import check_task_names, include_paths, local_task_names
-from mathneuro.evaluation.tasks import (
+from mathneuro.evaluation.task_table import (
     DATA_DIR_ENV,
     TASKS,
     kind_of,

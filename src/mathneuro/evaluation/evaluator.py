@@ -25,7 +25,7 @@ from mathneuro.evaluation.directions import higher_is_better
 from mathneuro.evaluation.harness import Harness, preserved_rng
 from mathneuro.evaluation.probe_registry import ProbeContext, is_probe, probe_spec
 from mathneuro.evaluation.task_store import TaskStore
-from mathneuro.evaluation.tasks import TASKS
+from mathneuro.evaluation.task_table import TASKS
 
 log = logging.getLogger(__name__)
 _SIDE_NOTED: set[str] = set()  # tasks whose side was guessed, already reported in this process

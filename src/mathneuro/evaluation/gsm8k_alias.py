@@ -1,16 +1,14 @@
 """``gsm8k_gen``: a thin alias of lm-eval's ``gsm8k_cot`` (the paper's metric) on the probe's problem file.
 
-``gsm8k_gen`` used to be a built-in probe with its own prompt, stop strings and answer extractor;
-it was faster than lm-eval only because it computed the few-shot prefix once, and it scored a
-different number of questions right. :class:`~mathneuro.evaluation.decoding.prefix_cache.PrefixCacheHFLM`
-now gives lm-eval's own ``gsm8k_cot`` that speed, so ``gsm8k_gen`` runs exactly that task (its
-prompt, exemplars, stop sequences and ``strict-match`` / ``flexible-extract`` filters) through
-the harness, on the problems the probe always read: ``eval.gsm8k_gen.file``, else
-``<data_dir>/gsm8k/test.jsonl``, else mathneuro's own word problems (offline). The file is linked
-as ``gsm8k/test.jsonl`` into a private data folder read by the local twin ``gsm8k_cot_local``.
+``gsm8k_gen`` runs exactly that task (its prompt, exemplars, stop sequences and ``strict-match`` /
+``flexible-extract`` filters) through the harness, with the few-shot prefix computed once
+(:class:`~mathneuro.evaluation.decoding.prefix_cache.PrefixCacheHFLM`), on the problems of
+``eval.gsm8k_gen.file``, else ``<data_dir>/gsm8k/test.jsonl``, else mathneuro's own word problems
+(offline). The file is linked as ``gsm8k/test.jsonl`` into a private data folder read by the local
+twin ``gsm8k_cot_local``.
 
 Metrics: lm-eval's names (``exact_match,strict-match``, ``exact_match,flexible-extract`` and
-their stderr), plus ``exact_match`` = strict-match, the name earlier reports read.
+their stderr), plus ``exact_match`` = strict-match.
 ``eval.gsm8k_gen.num_fewshot`` and ``max_new_tokens`` become the run's ``num_fewshot`` and
 ``max_gen_toks``; ``reuse_prefix_cache: false`` (or ``eval.prefix_cache: false``) runs plain ``HFLM``.
 """

@@ -24,7 +24,7 @@ import torch
 from mathneuro.evaluation.config import EvalConfig
 from mathneuro.evaluation.samples import pooled_records, records_from_lm_eval
 from mathneuro.evaluation.task_index import needs_lm_eval_tasks
-from mathneuro.evaluation.tasks import TASKS, lm_eval_name, local_tasks_dir
+from mathneuro.evaluation.task_table import TASKS, lm_eval_name, local_tasks_dir
 
 log = logging.getLogger(__name__)
 

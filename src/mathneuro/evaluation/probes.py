@@ -29,7 +29,7 @@ from mathneuro.evaluation.config import ArithConfig, GenerationProbeConfig
 from mathneuro.evaluation.generation import greedy_generate
 from mathneuro.evaluation.likelihood import loglikelihoods, rolling_loglikelihoods
 from mathneuro.evaluation.samples import hash_doc, hash_text, prompt_excerpt
-from mathneuro.evaluation.tasks import probe_data_dir
+from mathneuro.evaluation.task_table import probe_data_dir
 
 MC_FILE = "multiple_choice.jsonl"
 TEXT_FILE = "text.txt"
@@ -252,5 +252,5 @@ def ppl_probe(model: torch.nn.Module, tokenizer, docs: Sequence[str], *, max_len
 __all__ = [
     "ArithProblem", "arith_prefix", "arith_probe", "arith_problems", "gsm8k_file", "gsm8k_prefix", "gsm8k_prompt",
     "gsm8k_records", "mc_probe", "mc_prompt", "mc_records", "mean_metrics", "mean_stderr", "ppl_probe",
-    "read_jsonl", "score_arith", "score_mc", "text_documents", "apply_limit",
+    "score_arith", "score_mc", "text_documents", "apply_limit",
 ]

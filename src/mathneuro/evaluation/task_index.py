@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from mathneuro.evaluation.tasks import TASKS, local_tasks_dir
+from mathneuro.evaluation.task_table import TASKS, local_tasks_dir
 from mathneuro.util.io import write_text_atomic
 
 log = logging.getLogger(__name__)

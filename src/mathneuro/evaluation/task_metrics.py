@@ -20,7 +20,7 @@ from mathneuro.evaluation.task_index import (
     needs_lm_eval_tasks,
     suggestion,
 )
-from mathneuro.evaluation.tasks import TASKS, lm_eval_name, local_tasks_dir
+from mathneuro.evaluation.task_table import TASKS, lm_eval_name, local_tasks_dir
 
 if TYPE_CHECKING:
     from mathneuro.evaluation.config import EvalConfig

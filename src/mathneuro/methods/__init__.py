@@ -11,7 +11,6 @@ name, :mod:`~mathneuro.methods.topk` holds the shared top-K helpers and
 from mathneuro.methods.lape import (
     LAPE_RULES,
     LAPE_SHARES,
-    LAPE_SIZED,
     LapeConfig,
     check_lape_share,
     lape_keep_count,
@@ -35,8 +34,7 @@ from mathneuro.methods.random_neurons import (
     random_neuron_selection,
     random_neurons_method,
 )
-from mathneuro.methods.registry import METHOD_NAMES as METHODS
-from mathneuro.methods.registry import register_method, resolve_method
+from mathneuro.methods.registry import METHOD_NAMES, METHODS, register_method, resolve_method
 from mathneuro.methods.selection import Selection, SelectionFile
 from mathneuro.methods.spec import LinearMethodConfig, MethodConfig, MethodInputs, MethodSpec
 from mathneuro.methods.topk import (
@@ -50,7 +48,7 @@ from mathneuro.methods.topk import (
 from mathneuro.methods.wanda import WandaConfig, wanda_method, wanda_row_method, wanda_selection
 
 __all__ = [
-    "DEFAULT_REFERENCE", "LAPE_RULES", "LAPE_SHARES", "LAPE_SIZED", "METHODS", "LapeConfig", "LinearMethodConfig",
+    "DEFAULT_REFERENCE", "LAPE_RULES", "LAPE_SHARES", "METHOD_NAMES", "METHODS", "LapeConfig", "LinearMethodConfig",
     "MathNeuroConfig", "MethodConfig", "MethodInputs", "MethodSpec", "RandomConfig", "RandomNeuronsConfig",
     "Selection", "SelectionFile", "WandaConfig", "check_fraction", "check_lape_share", "lape_keep_count",
     "lape_method", "lape_min_top_k", "lape_saturation_message", "lape_saturation_top_k", "lape_selection",

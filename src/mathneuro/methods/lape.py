@@ -18,9 +18,6 @@ from mathneuro.statistics.passes import Statistics
 
 log = logging.getLogger("mathneuro")
 
-#: Methods whose size comes from LAPE's rule by default (kept for code written against 0.1).
-LAPE_SIZED = ("lape", "random_neurons")
-
 
 LAPE_SHARES = ("all", "candidates")
 

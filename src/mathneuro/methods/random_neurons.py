@@ -50,7 +50,7 @@ def random_neuron_selection(widths: Mapping[str, int], counts: Mapping[str, int]
 
 
 def _sized_by_summary(selection: Selection) -> dict:
-    """The sizing method's own metadata in ``results.json`` (``lape`` where LAPE sized it, as in 0.1)."""
+    """The sizing method's own metadata in ``results.json``: ``reference_meta``, and ``lape`` where LAPE sized it."""
     out = {"reference_meta": selection.meta.get("reference_meta", {})}
     if "lape" in selection.meta:
         out["lape"] = selection.meta["lape"]
@@ -71,5 +71,5 @@ def random_neurons_method(inputs: MethodInputs, cfg: RandomNeuronsConfig) -> Sel
     sized_by = spec_of(random_neurons_method).sizing(cfg)
     sel.meta.update(reference=sized_by, reference_meta=dict(reference_meta))
     if sized_by == "lape":
-        sel.meta["lape"] = dict(reference_meta)  # where 0.1 kept it
+        sel.meta["lape"] = dict(reference_meta)  # under LAPE's name too, where a lape point keeps it
     return sel

@@ -51,7 +51,7 @@ class ModelConfig:
 
 
 @dataclass
-class InterventionConfig:
+class InterventionSchema:
     """The schema of a scalar intervention's group file (``intervention_schema``); the ``intervention`` node
     itself is typed per intervention (its config dataclass, see mathneuro.edit.interventions)."""
 
@@ -193,7 +193,7 @@ def _check(cfg: Any) -> None:
 
 #: Schemas of single groups, for a user's own group file (``defaults: [/model_schema@_here_, _self_]``).
 GROUP_SCHEMAS = {"model_schema": ModelConfig, "dataset_schema": DatasetConfig,
-                 "intervention_schema": InterventionConfig, "eval_schema": EvalConfig, "logger_schema": LoggerConfig}
+                 "intervention_schema": InterventionSchema, "eval_schema": EvalConfig, "logger_schema": LoggerConfig}
 
 
 def own_settings(node: Any, resolve: Any) -> Any:

@@ -37,9 +37,8 @@ from mathneuro.pipeline.attempts import (
 )
 from mathneuro.pipeline.cluster import cluster_info
 from mathneuro.pipeline.config import Config, ConfigError, own_settings, validate
-from mathneuro.pipeline.point import (  # noqa: F401 (point_summary, objective_value, edited_weights: public here in 0.1)
+from mathneuro.pipeline.point import (
     Point,
-    edited_weights,
     objective_value,
     point_summary,
     with_method,
@@ -50,7 +49,7 @@ from mathneuro.pipeline.preflight import (
     check_writable_dir,
     refuse_empty_selection,
 )
-from mathneuro.pipeline.workbench import Samples, Workbench, _plain, get_workbench, prepare_samples  # noqa: F401
+from mathneuro.pipeline.workbench import Workbench, _plain, get_workbench
 from mathneuro.results.provenance import model_provenance, package_versions, plugin_provenance, provenance
 from mathneuro.results.recording import WandbRun
 from mathneuro.results.schema import RESULTS_FILE, PointResult, read_complete_results

@@ -27,7 +27,7 @@ from mathneuro.evaluation.evaluator import Evaluator
 from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, write_samples
 from mathneuro.evaluation.task_store import TaskStore
-from mathneuro.evaluation.tasks import TASKS
+from mathneuro.evaluation.task_table import TASKS
 from mathneuro.methods.reference import remember_size, size_key
 from mathneuro.methods.registry import MethodInputs, resolve_method
 from mathneuro.methods.selection import Selection

@@ -26,7 +26,7 @@ from typing import Any
 from mathneuro.report.figures import plot_data_efficiency
 from mathneuro.report.identity import PREFIX, identity_fields
 from mathneuro.report.overlap import data_efficiency, load_selection_file
-from mathneuro.report.paired import facts_of
+from mathneuro.report.references import facts_of
 from mathneuro.util.io import atomic_write
 
 SELECTION_FILE = "selection.safetensors"

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mathneuro.report.overlap import sort_layer_keys
+from mathneuro.methods.counts import sort_layer_keys
 from mathneuro.report.tables import _hashable, aggregate
 from mathneuro.results.schema import POINT_FIELDS, PointResult, coerce, is_number
 from mathneuro.util.io import atomic_write

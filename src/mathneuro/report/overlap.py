@@ -10,22 +10,14 @@ from typing import Any
 
 import torch
 
-from mathneuro.methods.counts import (  # noqa: F401 (counting lived here before 0.2)
-    NEURON_PREFIX,
-    OTHER,
+from mathneuro.methods.counts import (
     SelectionLike,
-    count_entries,
     count_entry,
     count_selected,
     entry_index,
-    layer_index,
     layer_key,
-    module_type,
-    per_layer_counts,
-    per_module_counts,
     ratio,
     sort_layer_keys,
-    summarize,
 )
 from mathneuro.methods.selection import SelectionFile
 

@@ -69,12 +69,11 @@ from mathneuro.report.not_made import (
     NotMade,
 )
 from mathneuro.report.prompt_check import prompt_clash
-from mathneuro.report.references import (  # noqa: F401 (public here before 0.2)
+from mathneuro.report.references import (
     facts_of,
     missing_own_size_references,
     reference_name,
     serves,
-    sized_by,
 )
 from mathneuro.report.sweep import load_results
 from mathneuro.report.tables import write_csv
@@ -274,7 +273,7 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
         gone = [recs.baseline_dir for _, recs in members if recs.baseline_dir is not None and not recs.baseline_dir.is_dir()]
         if gone:
             notes.append(NotMade(NO_BASELINE, f"{label}: the unedited model's records of {len(gone)} seed(s) are gone from {gone[0]} (a sweep "
-                         "written before 0.2 kept them in the cache: cleared, or the folder moved); not compared with "
+                         "written by mathneuro 0.1 kept them in the cache: cleared, or the folder moved); not compared with "
                          "the baseline"))
         rows += _compare(point, BASELINE, pairs_base, resamples, confidence, seed, notes, label, margin)
         if own_name is not None:

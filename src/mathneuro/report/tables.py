@@ -8,8 +8,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mathneuro.methods.counts import sort_layer_keys
 from mathneuro.report.identity import identity_fields
-from mathneuro.report.overlap import mean_std, sort_layer_keys
+from mathneuro.report.overlap import mean_std
 from mathneuro.results.schema import POINT_FIELDS, SELECTION_COLUMNS, is_number, tidy_row
 from mathneuro.util.io import atomic_write
 

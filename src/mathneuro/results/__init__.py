@@ -5,24 +5,4 @@ identity fields), :mod:`~mathneuro.results.provenance` (which code made a number
 :mod:`~mathneuro.results.recording` (the point's W&B run), :mod:`~mathneuro.results.wandb_layout`
 (groups, names, tags) and :mod:`~mathneuro.results.wandb_point` (what a point logs). The pipeline
 writes through this package and the report reads through it; it imports neither.
-
-The schema's names are re-exported here: ``mathneuro.results`` was the schema module before 0.2.
 """
-
-from mathneuro.results.schema import (
-    METRIC_SIDES,
-    PAIRING_FIELDS,
-    POINT_FIELDS,
-    RESULTS_FILE,
-    SELECTION_COLUMNS,
-    SELECTION_FIELDS,
-    PointResult,
-    coerce,
-    load,
-    read_complete_results,
-    read_json,
-    tidy_row,
-)
-
-__all__ = ["METRIC_SIDES", "PAIRING_FIELDS", "POINT_FIELDS", "RESULTS_FILE", "SELECTION_COLUMNS", "SELECTION_FIELDS",
-           "PointResult", "coerce", "load", "read_complete_results", "read_json", "tidy_row"]

@@ -15,9 +15,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from mathneuro.results.schema import read_complete_results  # noqa: F401 (its old home)
-from mathneuro.util.io import atomic_write, write_json_atomic  # noqa: F401 (their old home)
-
 DEFAULT_INIT_TIMEOUT = 30.0  # seconds an online W&B run may take to start before we log offline
 
 log = logging.getLogger("mathneuro")

@@ -20,9 +20,6 @@ from typing import Any
 from mathneuro.util.io import write_json_atomic
 
 RESULTS_FILE = "results.json"
-#: Whose per-matrix counts ``random`` matches unless ``method.reference`` names another method; a
-#: ``random`` point sized by another method carries ``point.reference``.
-from mathneuro.methods.random import DEFAULT_REFERENCE  # noqa: E402,F401 (its home before 0.2)
 
 #: A point's identity: the config values that tell one sweep point from another (``results.json``'s
 #: ``point``, the flat row's first columns, W&B tags and artifact metadata). Written down here only.

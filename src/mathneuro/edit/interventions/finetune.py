@@ -24,7 +24,6 @@ import torch
 from tqdm.auto import tqdm
 
 from mathneuro.data.datasets import DatasetConfig, load_records, render
-from mathneuro.edit.intervention import Intervention
 from mathneuro.edit.interventions.registry import register_intervention
 from mathneuro.edit.interventions.sparse import OPTIMIZERS, SparseTrainable, make_optimizer, state_bytes
 from mathneuro.edit.interventions.spec import (
@@ -34,6 +33,7 @@ from mathneuro.edit.interventions.spec import (
     check_positive,
 )
 from mathneuro.edit.interventions.units import by_parameter, weight_masks
+from mathneuro.edit.undoable import Intervention
 from mathneuro.statistics.passes import tokenize
 from mathneuro.util.padding import pad_token_id, right_padded
 

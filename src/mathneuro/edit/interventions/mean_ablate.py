@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from mathneuro.edit.intervention import Intervention
 from mathneuro.edit.interventions.registry import register_intervention
 from mathneuro.edit.interventions.spec import InterventionConfig, InterventionContext
 from mathneuro.edit.interventions.units import mlp_linears
+from mathneuro.edit.undoable import Intervention
 from mathneuro.models.targets import base_model
 from mathneuro.statistics.passes import length_sorted_batches, tokenize
 from mathneuro.util.padding import pad_token_id, right_padded

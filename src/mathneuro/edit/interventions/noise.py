@@ -14,10 +14,10 @@ from typing import Optional
 
 import torch
 
-from mathneuro.edit.intervention import Intervention, flat_index
 from mathneuro.edit.interventions.registry import register_intervention
 from mathneuro.edit.interventions.spec import InterventionConfig, InterventionContext, check_positive
 from mathneuro.edit.interventions.units import by_parameter, weight_masks
+from mathneuro.edit.undoable import Intervention, flat_index
 
 
 @dataclass

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mathneuro.edit.intervention import Intervention, check_scalar
 from mathneuro.edit.interventions.registry import register_intervention
 from mathneuro.edit.interventions.scale import scalar_edit
 from mathneuro.edit.interventions.spec import InterventionConfig, InterventionContext
+from mathneuro.edit.undoable import Intervention, check_scalar
 
 
 @dataclass

@@ -6,7 +6,7 @@ An intervention is a function ``fn(ctx: InterventionContext, cfg) -> Interventio
     @register_intervention("clamp", config=ClampConfig, units=("weights",))
     def clamp(ctx: InterventionContext, cfg: ClampConfig) -> Intervention: ...
 
-It edits ``ctx.model`` in place, keeping what the returned :class:`~mathneuro.edit.intervention.Intervention`
+It edits ``ctx.model`` in place, keeping what the returned :class:`~mathneuro.edit.undoable.Intervention`
 needs to undo it bit for bit. The config node ``intervention`` (Hydra group ``intervention``) names
 it by ``name`` (a registered name or an import path ``my_pkg.my_mod:my_fn``) or by ``_target_``; its
 other keys fill the intervention's config dataclass, type-checked and validated before any model

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mathneuro.edit.export import neuron_edits_as_weights
-from mathneuro.edit.intervention import Intervention, apply_intervention, check_scalar
 from mathneuro.edit.interventions.registry import register_intervention
 from mathneuro.edit.interventions.spec import InterventionConfig, InterventionContext
+from mathneuro.edit.undoable import Intervention, apply_intervention, check_scalar
 
 
 @dataclass

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from mathneuro.edit.intervention import flat_index
+from mathneuro.edit.undoable import flat_index
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
 

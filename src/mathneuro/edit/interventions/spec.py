@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from mathneuro.edit.intervention import Intervention
+from mathneuro.edit.undoable import Intervention
 from mathneuro.methods.registry import METHOD_NAMES, METHODS
 from mathneuro.methods.selection import Selection
 
@@ -77,7 +77,7 @@ class InterventionSpec:
       with one line before any model loads;
     - ``needs``: what else it needs from the runner (:data:`NEEDS`);
     - ``point_fields``: settings recorded in ``results.json``'s ``point`` so reports group and pair by
-      them: ``scalar`` at the top level (as before), any other under ``point.intervention_args``;
+      them: ``scalar`` at the top level, any other under ``point.intervention_args``;
     - ``identity``: ``f(cfg) -> JSON value`` naming the edit for the kept partial results of an attempt
       cut short (default: every setting);
     - ``exportable``: False where its edit can never be saved as weights (``export_model`` is refused).

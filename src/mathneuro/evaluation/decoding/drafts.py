@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from mathneuro.evaluation.tasks import TASKS
+from mathneuro.evaluation.task_table import TASKS
 from mathneuro.util.io import write_json_atomic
 
 log = logging.getLogger("mathneuro")

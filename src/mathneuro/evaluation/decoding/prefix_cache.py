@@ -369,4 +369,4 @@ class PrefixCacheHFLM(SharedContextScoring, HFLM):
         return torch.cat([ids, out], dim=1)
 
 
-__all__ = ["PrefixCacheHFLM", "PrefixStats", "shared_prefix_length"]
+__all__ = ["PrefixCacheHFLM", "shared_prefix_length"]

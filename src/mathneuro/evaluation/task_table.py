@@ -95,7 +95,7 @@ _TASKS: tuple[TaskSpec, ...] = (
 TASKS: dict[str, TaskSpec] = {t.name: t for t in _TASKS}
 TASK_NAMES: tuple[str, ...] = tuple(TASKS)
 HARNESS_TASKS: tuple[str, ...] = tuple(t.name for t in _TASKS if t.harness)
-PROBES: tuple[str, ...] = tuple(t.name for t in _TASKS if t.probe)
+PROBE_NAMES: tuple[str, ...] = tuple(t.name for t in _TASKS if t.probe)
 
 
 def local_tasks_dir() -> Path:
