@@ -32,6 +32,7 @@ from mathneuro.models.targets import mlp_widths, neuron_weight_counts
 from mathneuro.pipeline.config import Config
 from mathneuro.pipeline.workbench import Samples, Workbench, prepare_samples
 from mathneuro.util.peak_memory import peak_memory_mb
+from mathneuro.util.plugins import setting_overrides
 
 log = logging.getLogger("mathneuro")
 
@@ -245,9 +246,4 @@ def objective_value(cfg: Config, metrics: dict, baseline: dict) -> float:
 
 def method_overrides(overrides: Sequence[str]) -> list[str]:
     """The ``method.<setting>`` keys an override list sets (``+``/``++``/``~`` stripped)."""
-    keys = []
-    for item in overrides:
-        key = item.lstrip("+~").split("=", 1)[0]
-        if key.startswith("method.") and key not in ("method.name", "method._target_"):
-            keys.append(key)
-    return keys
+    return setting_overrides(overrides, "method")
