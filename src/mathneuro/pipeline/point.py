@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -32,7 +32,6 @@ from mathneuro.models.targets import mlp_widths, neuron_weight_counts
 from mathneuro.pipeline.config import Config
 from mathneuro.pipeline.workbench import Samples, Workbench, prepare_samples
 from mathneuro.util.peak_memory import peak_memory_mb
-from mathneuro.util.plugins import setting_overrides
 
 log = logging.getLogger("mathneuro")
 
@@ -242,8 +241,3 @@ def objective_value(cfg: Config, metrics: dict, baseline: dict) -> float:
         if drop > cfg.objective.tolerance:
             value -= 1.0 + (drop - cfg.objective.tolerance)
     return float(value)
-
-
-def method_overrides(overrides: Sequence[str]) -> list[str]:
-    """The ``method.<setting>`` keys an override list sets (``+``/``++``/``~`` stripped)."""
-    return setting_overrides(overrides, "method")

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mathneuro.models.targets import find_mlp_activations, find_target_linears
 from mathneuro.util.plugins import PluginSpec, check_facts
 from mathneuro.util.registry import Registry
 
@@ -109,8 +110,6 @@ def hooked_modules(model: Any, kinds: Sequence[str], targets: dict | None = None
                    activations: dict | None = None) -> dict[str, dict[str, Any]]:
     """``{kind: {module name: module}}``: what each kind hooks in ``model`` (``targets``: the scored linears,
     default every decoder-block linear; ``activations``: the MLP activations, default all of them)."""
-    from mathneuro.models.targets import find_mlp_activations, find_target_linears
-
     specs = [kind_spec(k) for k in kinds]
     if targets is None and any(s.modules == "linears" for s in specs):
         targets = find_target_linears(model)
