@@ -31,6 +31,7 @@ from mathneuro.models.parameter_count import upstream_fractions
 from mathneuro.models.targets import mlp_widths, neuron_weight_counts
 from mathneuro.pipeline.config import Config
 from mathneuro.pipeline.workbench import Samples, Workbench, prepare_samples
+from mathneuro.statistics.kinds import any_hooks
 from mathneuro.util.peak_memory import peak_memory_mb
 
 log = logging.getLogger("mathneuro")
@@ -135,7 +136,7 @@ class Point:
     @cached_property
     def targets(self) -> dict:
         """The linears the method scores (its ``targets`` pattern; lm_head with ``include_lm_head``)."""
-        return self.bench.targets(self.cfg.method) if "linear_inputs" in self.spec.needs else {}
+        return self.bench.targets(self.cfg.method) if any_hooks(self.spec.needs, "linears") else {}
 
     @cached_property
     def target_shapes(self) -> dict[str, tuple[int, ...]]:

@@ -56,6 +56,7 @@ from mathneuro.results.provenance import model_provenance, package_versions, plu
 from mathneuro.results.recording import WandbRun
 from mathneuro.results.schema import RESULTS_FILE, PointResult, read_complete_results
 from mathneuro.results.wandb_point import log_point, point_layout
+from mathneuro.statistics.kinds import any_hooks
 from mathneuro.util.io import remove_orphaned_temps_under
 from mathneuro.util.locking import FileLock, LockTimeout
 from mathneuro.util.peak_memory import reset_peak_memory
@@ -237,7 +238,7 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
         bench.checkpoint_every_s = cfg.checkpoint_every_s
         bench.baseline_kept.clear()
         bench.on_resumed = lambda entries: attempts.note("statistics", entries)
-        if "activation_counts" in spec.needs:
+        if any_hooks(spec.needs, "mlp_activations"):
             try:
                 find_mlp_activations(bench.model)
             except ValueError as exc:

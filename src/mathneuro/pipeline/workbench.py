@@ -43,7 +43,7 @@ from mathneuro.pipeline.config import Config, ConfigError
 from mathneuro.results.provenance import provenance
 from mathneuro.statistics.cache import StatisticsCache, cached_statistics
 from mathneuro.statistics.checkpoint import DEFAULT_EVERY_S
-from mathneuro.statistics.kinds import kind_names
+from mathneuro.statistics.kinds import any_hooks, kind_names
 from mathneuro.util.io import remove_orphaned_temps, write_json_atomic
 
 log = logging.getLogger("mathneuro")
@@ -129,9 +129,9 @@ class Workbench:
         ``targets``: its scored linears when the caller has them already."""
         spec, method_cfg = resolve_method(method)
         kinds = spec.needs
-        if "linear_inputs" in kinds and not targets:
+        if any_hooks(kinds, "linears") and not targets:
             targets = self.targets(method_cfg)
-        elif "linear_inputs" not in kinds:
+        elif not any_hooks(kinds, "linears"):
             targets = None
         keys: list[str] = []
 

@@ -29,7 +29,7 @@ from mathneuro.models.targets import find_mlp_activations, find_target_linears
 from mathneuro.util.plugins import PluginSpec, check_facts
 from mathneuro.util.registry import Registry
 
-__all__ = ["BUILTIN_KINDS", "HOOKS", "MODULES", "STATISTICS_KINDS", "StatisticsKindSpec", "hooked_modules",
+__all__ = ["BUILTIN_KINDS", "HOOKS", "any_hooks", "MODULES", "STATISTICS_KINDS", "StatisticsKindSpec", "hooked_modules",
            "kind_names", "kind_spec", "register_statistics_kind"]
 
 ATTRIBUTE = "__mathneuro_statistics_kind__"  # a decorated factory carries its spec here
@@ -104,6 +104,11 @@ def kind_names(kinds: Sequence[str]) -> tuple[str, ...]:
             STATISTICS_KINDS.register(spec.name, spec)
         names.append(spec.name)
     return tuple(dict.fromkeys(names))
+
+
+def any_hooks(kinds: Sequence[str], modules: str) -> bool:
+    """Whether any of ``kinds`` hooks ``modules`` (``linears``: the method scores linears; ``mlp_activations``)."""
+    return any(kind_spec(k).modules == modules for k in kinds)
 
 
 def hooked_modules(model: Any, kinds: Sequence[str], targets: dict | None = None,
