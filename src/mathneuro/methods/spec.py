@@ -145,7 +145,7 @@ class MethodSpec(PluginSpec):
         try:
             needs = kind_names(self.needs)
         except ValueError as exc:
-            raise ValueError(f"method {self.name!r}: needs: {exc}") from None
+            raise ValueError(f"method {self.name!r}: {exc}") from None
         if not needs:
             raise ValueError(f"method {self.name!r}: needs at least one statistics kind, got {self.needs!r}")
         object.__setattr__(self, "needs", needs)
