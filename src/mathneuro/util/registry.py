@@ -4,8 +4,8 @@ Methods, interventions, statistics kinds and probes are found by name in a :clas
 entry is the object itself or a string ``"package.module:attr"`` imported on first use, so
 registering costs no import. A name that is not registered but looks like an import path
 (``my_pkg.my_mod:my_fn`` or ``my_pkg.my_mod.my_fn``) is imported too: a user's plugin runs by
-naming it in a config, with no edit to this package. Unknown names fail with one line naming the key, a close match and
-the registered names.
+naming it in a config, with no edit to this package. Unknown names fail with one line naming the
+key, a close match and the registered names.
 """
 
 from __future__ import annotations
