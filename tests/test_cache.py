@@ -21,12 +21,12 @@ def test_second_request_hits_disk_cache_without_forward(tmp_path):
     calls = count_forwards(model)
     cache = StatisticsCache(tmp_path)
     first, keys = cached_statistics(cache, model, tok, TEXTS, model_identity=IDENTITY,
-                                    kinds=("linear_inputs", "lape"), batch_size=4, progress=False)
+                                    kinds=("linear_inputs", "activation_counts"), batch_size=4, progress=False)
     n = calls["n"]
     assert n > 0 and cache.misses == 2
     fresh = StatisticsCache(tmp_path)  # a new process: nothing in memory
     second, keys2 = cached_statistics(fresh, model, tok, TEXTS, model_identity=IDENTITY,
-                                      kinds=("linear_inputs", "lape"), batch_size=2, progress=False)
+                                      kinds=("linear_inputs", "activation_counts"), batch_size=2, progress=False)
     assert calls["n"] == n and fresh.hits == 2 and fresh.misses == 0
     assert keys == keys2
     for kind in first:

@@ -33,7 +33,7 @@ NONMATH = TEXTS[1::2]
 def stats_on(device: str, kernel: str = "eager", dtype: torch.dtype = torch.float32, texts=MATH, arch="llama"):
     model, tok = tiny_model(arch)  # float32 weights, then cast: the same model in every dtype
     model.to(device=device, dtype=dtype)
-    return collect_statistics(model, tok, texts, kinds=("linear_inputs", "lape"), batch_size=3, max_length=64,
+    return collect_statistics(model, tok, texts, kinds=("linear_inputs", "activation_counts"), batch_size=3, max_length=64,
                               progress=False, kernel=kernel)
 
 
@@ -62,8 +62,8 @@ def test_statistics_on_cuda_match_cpu(arch, kernel):
         got = lin_g.tensors[key]
         assert got.device.type == "cpu" and got.dtype == torch.float32  # cached and compared on CPU
         torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
-    for key, ref in cpu["lape"].tensors.items():
-        got = gpu["lape"].tensors[key]
+    for key, ref in cpu["activation_counts"].tensors.items():
+        got = gpu["activation_counts"].tensors[key]
         assert got.dtype == torch.int64
         # a count may move only where an activation sits within float error of zero
         assert int((got - ref).abs().sum()) <= max(2, int(ref.sum()) // 1000), key

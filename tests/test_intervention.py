@@ -73,7 +73,7 @@ def test_one_model_serves_a_grid_of_edits():
 
 def test_lape_scales_selected_neuron_activations_through_a_hook():
     model, tok = tiny_model("gemma2")
-    stats = [collect_statistics(model, tok, t, kinds=("lape",), progress=False)["lape"]
+    stats = [collect_statistics(model, tok, t, kinds=("activation_counts",), progress=False)["activation_counts"]
              for t in (TEXTS[:4], TEXTS[4:])]
     sel = lape_selection(stats[0], stats[1:], top_k=1.0, filter_rate=0.5, activation_bar=0.5)
     assert sel.num_selected() > 0

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from mathneuro.edit.interventions import InterventionContext, default_intervention_node, resolve_intervention
-from mathneuro.edit.interventions.registry import set_foreign_settings
 from mathneuro.edit.interventions.units import mlp_linears, weight_masks
 from mathneuro.edit.undoable import apply_intervention
 from mathneuro.methods import mathneuro_selection, random_neuron_selection
@@ -16,6 +15,7 @@ from mathneuro.methods.selection import Selection
 from mathneuro.models.targets import find_mlp_activations, find_target_linears, mlp_widths, weight_parameters
 from mathneuro.models.tiny import ARCHITECTURES, tiny_model
 from mathneuro.statistics.passes import collect_statistics
+from mathneuro.util.plugins import unused_settings
 
 from .conftest import TEXTS
 
@@ -206,8 +206,12 @@ def test_bad_settings_are_refused_naming_the_key():
     # a setting of another built-in intervention is ignored by resolution, and named when someone set it
     node = {**default_intervention_node(), "name": "scale", "scalar": 1.1, "steps": 5}
     spec, _ = resolve_intervention(node)
-    assert set_foreign_settings(node, spec) == ["intervention.steps"]
-    assert set_foreign_settings({**node, "steps": 20}, spec, ["intervention.lr=1e-4"]) == ["intervention.lr"]
+    schema = default_intervention_node()
+    assert unused_settings(node, spec, "intervention", schema) == ["intervention.steps"]
+    assert unused_settings({**node, "steps": 20}, spec, "intervention", schema, ["intervention.lr=1e-4"]) == [
+        "intervention.lr"]
+    # a top-level key of the same name (the point's seed) is no intervention setting
+    assert unused_settings({**node, "steps": 20}, spec, "intervention", schema, ["seed=1", "+batch_size=2"]) == []
 
 
 @pytest.mark.parametrize("name,settings", [("noise", {"relative_std": 0.5}), ("finetune", FINETUNE)])

@@ -18,7 +18,7 @@ from mathneuro.statistics.checkpoint import PassCheckpoint
 from mathneuro.statistics.passes import collect_statistics, length_sorted_batches, tokenize
 from mathneuro.util.signals import checkpoint_on_sigterm, checkpoint_requested, request_checkpoint
 
-KINDS = ("linear_inputs", "lape")
+KINDS = ("linear_inputs", "activation_counts")
 BATCH = 4
 TEXTS = [f"Problem {i}: {i} plus {i * 7 % 13} is {i + i * 7 % 13}. " * (1 + i % 5) for i in range(38)]
 
@@ -234,7 +234,7 @@ def test_a_later_run_that_reads_the_stored_entries_clears_the_checkpoints_their_
 
     _, keys = cached(cache)
     left = []
-    for subset in ([keys[k] for k in KINDS], [keys["lape"]]):
+    for subset in ([keys[k] for k in KINDS], [keys["activation_counts"]]):
         checkpoint = cache.checkpoint(subset, BATCH)
         left += [checkpoint.path, checkpoint.path.parent / f".{checkpoint.path.name}.k9x4a1b2.tmp"]
     other = cache.checkpoint(["an-entry-not-stored"], BATCH).path

@@ -257,23 +257,19 @@ def test_random_neurons_zero_as_many_neurons_per_layer_as_lape(tiny_dir, tmp_pat
     assert any(not torch.equal(chosen["lape"][m], chosen["rand"][m]) for m in chosen["lape"])
 
 
-def test_resume_recomputes_lape_points_made_with_the_earlier_rule(tiny_dir, tmp_path):
+def test_resume_reads_a_setting_missing_from_the_record_as_its_default(tiny_dir, tmp_path):
     base = [*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", "logger=none", "top_k=0.5"]
-    for method in ("lape", "mathneuro"):
-        cfg = OmegaConf.to_object(compose_cfg([*base, f"method={method}"]))
-        out = tmp_path / method
-        res = run_point(cfg, out)
-        old = json.loads((out / "results.json").read_text())
-        old["config"]["method"].pop("share", None)  # what results from before method.share look like (LAPE's)
-        old["selection"].pop("lape", None)
-        (out / "results.json").write_text(json.dumps(old))
-        again = run_point(cfg, out)
-        if method == "lape":  # the earlier rule was the candidates' share: recomputed under share=all
-            assert not again.get("skipped") and again["selection"]["lape"]["share"] == "all"
-            assert again["selection"]["num_selected"] == res["selection"]["num_selected"]
-            assert run_point(cfg, out).get("skipped")  # now current: skipped
-        else:
-            assert again.get("skipped")
+    cfg = OmegaConf.to_object(compose_cfg([*base, "method=lape"]))
+    out = tmp_path / "lape"
+    run_point(cfg, out)
+    old = json.loads((out / "results.json").read_text())
+    old["config"]["method"].pop("share", None)
+    (out / "results.json").write_text(json.dumps(old))
+    assert run_point(cfg, out).get("skipped")  # share's default (all) is what ran
+    old["config"]["method"]["share"] = "candidates"
+    (out / "results.json").write_text(json.dumps(old))
+    again = run_point(cfg, out)
+    assert not again.get("skipped") and again["selection"]["lape"]["share"] == "all"
 
 
 def test_experiment_values_win_over_the_primary_config():

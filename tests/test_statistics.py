@@ -43,7 +43,7 @@ def reference_statistics(model, tokenizer, texts):
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_batched_padded_statistics_match_per_sample_reference(arch):
     model, tok = tiny_model(arch)
-    stats = collect_statistics(model, tok, TEXTS, kinds=("linear_inputs", "lape"), batch_size=3, progress=False)
+    stats = collect_statistics(model, tok, TEXTS, kinds=("linear_inputs", "activation_counts"), batch_size=3, progress=False)
     norm, sq, pos, tokens = reference_statistics(model, tok, TEXTS)
     lin = stats["linear_inputs"]
     assert set(lin.modules()) == set(norm)
@@ -51,7 +51,7 @@ def test_batched_padded_statistics_match_per_sample_reference(arch):
         torch.testing.assert_close(lin.get(name, "norm").double(), norm[name], rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(lin.get(name, "sq").double(), sq[name], rtol=1e-5, atol=1e-5)
     assert lin.num_samples == len(TEXTS) and lin.num_tokens == tokens
-    lape = stats["lape"]
+    lape = stats["activation_counts"]
     for name in pos:
         assert torch.equal(lape.get(name, "positive"), pos[name].to(torch.int64))
     assert lape.num_tokens == tokens

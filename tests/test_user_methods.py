@@ -166,3 +166,16 @@ def test_a_setting_no_method_of_the_run_has_is_refused_and_one_some_have_is_reco
     assert by_method["mathneuro"]["ignored_settings"] == ["method.share"]
     assert "ignored_settings" not in by_method["lape"] and by_method["lape"]["point"]["share"] == "candidates"
     assert "method.share does not apply to method mathneuro" in proc.stderr + proc.stdout
+
+
+def test_an_intervention_setting_no_intervention_of_the_sweep_has_is_refused_before_any_point(
+        user_lab, tiny_dir, tmp_path):
+    base = [*tiny_args(tiny_dir, tmp_path, top_k=0.5), "eval=none", "logger=none"]
+    sweep = tmp_path / "refused"
+    proc = run_cli(["-m", *base, "method=mathneuro", "intervention=prune,scale", "intervention.steps=3",
+                    f"hydra.sweep.dir={sweep}"], user_lab, tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("mathneuro: error: intervention.steps: not a setting of any intervention of this run "
+                           "(prune, scale)")
+    assert not list(sweep.glob("*/results.json")) and not (tmp_path / "cache").exists()

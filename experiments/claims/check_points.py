@@ -5,7 +5,7 @@
 Composes the config as `mathneuro` does, once with the first value of every swept key and once for
 each further value of each swept key (one key varied at a time), and runs the runner's validation
 on each: task and filter files, evaluated task names and their data files, limits, method, dtype.
-Also refuses a `method.<setting>` that no method of the sweep has, an `eval.limits.<task>` whose task is not evaluated (a typo that would silently leave
+Also refuses a `method.<setting>` (`intervention.<setting>`) that no method (intervention) of the sweep has, an `eval.limits.<task>` whose task is not evaluated (a typo that would silently leave
 a task unlimited) and a model file that is missing or damaged. Prints one line per problem and
 exits 2 on the first bad composition; prints "ok: N composition(s)" otherwise.
 """
@@ -20,9 +20,9 @@ from omegaconf import OmegaConf
 
 from mathneuro.cli.run import config_dir, job_dirname, open_mapping_overrides
 from mathneuro.pipeline.config import ConfigError, register_configs, validate
-from mathneuro.pipeline.point import method_overrides
 from mathneuro.pipeline.preflight import check_model_source
-from mathneuro.pipeline.sweep_check import check_sweep_settings
+from mathneuro.pipeline.sweep_check import GROUPS, check_sweep_settings
+from mathneuro.util.plugins import plugin_name, setting_overrides
 
 
 def compositions(overrides: list[str]) -> list[list[str]]:
@@ -38,8 +38,9 @@ def compositions(overrides: list[str]) -> list[list[str]]:
     return out
 
 
-def check(overrides: list[str]) -> str:
-    """Validate one composition and return its method's name; raise ConfigError (one line) on the first problem."""
+def check(overrides: list[str]) -> dict[str, str]:
+    """Validate one composition and return its method's and intervention's names; raise ConfigError (one line)
+    on the first problem."""
     cfg = OmegaConf.to_object(compose(config_name="config", overrides=overrides))
     validate(cfg)
     given = [o.lstrip("+").split("=", 1)[0] for o in overrides if o.lstrip("+").startswith("eval.limits.")]
@@ -48,7 +49,7 @@ def check(overrides: list[str]) -> str:
         if task not in cfg.eval.tasks:
             raise ConfigError(f"{key}: {task!r} is not in eval.tasks {list(cfg.eval.tasks)}")
     check_model_source(cfg.model.name_or_path, cfg.model.gguf_file)
-    return str(cfg.method["name"] if isinstance(cfg.method, dict) else cfg.method.name)
+    return {group: plugin_name(getattr(cfg, group)) for group in GROUPS}
 
 
 def main(argv: list[str]) -> int:
@@ -60,8 +61,9 @@ def main(argv: list[str]) -> int:
     try:
         runs = compositions(args)
         with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
-            methods = [check(overrides) for overrides in runs]
-        check_sweep_settings(method_overrides(args), dict.fromkeys(methods))  # a method.<setting> no method has
+            chosen = [check(overrides) for overrides in runs]
+        for group in GROUPS:  # a method.<setting> (intervention.<setting>) that no method (intervention) has
+            check_sweep_settings(setting_overrides(args, group), dict.fromkeys(c[group] for c in chosen), group)
     except (ConfigError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

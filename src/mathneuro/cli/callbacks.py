@@ -1,4 +1,4 @@
-"""Hydra callbacks: before a multirun, check its method settings; when it ends, write its report,
+"""Hydra callbacks: before a multirun, check its method and intervention settings; when it ends, write its report,
 (logger on) log it to the sweep's W&B report run, and print the sweep's status line."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ log = logging.getLogger("mathneuro")
 
 
 class MethodSettingsCheck(Callback):
-    """Refuses, before any job runs, a ``method.<setting>`` that no method of the multirun has."""
+    """Refuses, before any job runs, a ``method.<setting>`` (``intervention.<setting>``) that no method
+    (intervention) of the multirun has."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:

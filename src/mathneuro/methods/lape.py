@@ -157,7 +157,7 @@ class LapeConfig(MethodConfig):
                 raise ValueError(f"{key}.{name}: must be in (0, 1), got {value!r}")
 
 @register_method("lape", needs=("activation_counts",), config=LapeConfig, unit="neurons", point_fields=("share",),
-                 legacy_defaults={"share": "candidates"}, summary=lambda sel: {"lape": dict(sel.meta)},
+                 summary=lambda sel: {"lape": dict(sel.meta)},
                  empty_hint="lower method.filter_rate or method.activation_bar")
 def lape_method(inputs: MethodInputs, cfg: LapeConfig) -> Selection:
     """Math-specific MLP neurons by activation-probability entropy (LAPE)."""

@@ -58,7 +58,7 @@ def _sized_by_summary(selection: Selection) -> dict:
 
 
 @register_method("random_neurons", needs=("activation_counts",), config=RandomNeuronsConfig, unit="neurons",
-                 point_fields=("share",), legacy_defaults={"share": "candidates"}, sized_by="reference",
+                 point_fields=("share",), sized_by="reference",
                  default_sized_by="lape", summary=_sized_by_summary,
                  empty_hint="lower method.filter_rate or method.activation_bar")
 def random_neurons_method(inputs: MethodInputs, cfg: RandomNeuronsConfig) -> Selection:

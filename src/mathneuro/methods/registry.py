@@ -18,17 +18,16 @@ until a method is looked up.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mathneuro.methods.spec import LinearMethodConfig, MethodConfig, MethodInputs, MethodSpec
+from mathneuro.util.plugins import builtin_fields, check_facts, resolve
 from mathneuro.util.registry import Registry, looks_like_import_path
 
 __all__ = [
     "ATTRIBUTE", "BUILTIN_METHODS", "METHODS", "METHOD_NAMES", "LinearMethodConfig", "MethodConfig", "MethodInputs",
-    "MethodSpec", "default_method_node", "inapplicable_settings", "method_facts", "method_name", "register_method", "resolve_method", "same_method", "spec_of",
+    "MethodSpec", "default_method_node", "method_facts", "register_method", "resolve_method", "same_method", "spec_of",
 ]
 
 ATTRIBUTE = "__mathneuro_method__"  # a decorated function carries its spec here
@@ -61,19 +60,17 @@ def register_method(name: str, target: str | None = None, *, needs: Sequence[str
                     config: type = LinearMethodConfig, replace: bool = False, **facts: Any):
     """Register a method under ``name``; a decorator, or with ``target="module:attr"`` a lazy entry.
 
-    ``needs``: the statistics kinds (``linear_inputs``, ``activation_counts``) the runner computes for it;
+    ``needs``: the statistics kinds the runner computes for it (registered names such as ``linear_inputs``,
+    ``activation_counts``, or import paths of a user's kinds, see :mod:`mathneuro.statistics.kinds`);
     ``config``: its config dataclass (subclass :class:`MethodConfig` / :class:`LinearMethodConfig`);
     ``facts``: the other fields of :class:`~mathneuro.methods.spec.MethodSpec` (``unit``, ``uses_filters``,
-    ``topk_per_matrix`` / ``min_top_k``, ``point_fields``, ``legacy_defaults``, ``stale``, ``reference``,
+    ``topk_per_matrix`` / ``min_top_k``, ``point_fields``, ``stale``, ``reference``,
     ``sized_by``, ``default_sized_by``, ``extra_selections``, ``summary``, ``empty_hint``).
     """
     if target is not None:
         METHODS.register(name, target, replace=replace)
         return None
-    known = {f.name for f in dataclasses.fields(MethodSpec)} - {"name", "fn", "needs", "config"}
-    unknown = sorted(set(facts) - known)
-    if unknown:
-        raise TypeError(f"register_method({name!r}): unknown fact {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    check_facts("register_method", name, MethodSpec, facts, ("fn", "needs", "config"))
     return METHODS.decorator(name, lambda fn: MethodSpec(name, fn, tuple(needs), config, **facts), replace=replace)
 
 
@@ -81,35 +78,13 @@ def register_method(name: str, target: str | None = None, *, needs: Sequence[str
 
 def _builtin_fields() -> dict[str, Any]:
     """Every setting of a built-in method with its default: the keys a ``method`` node always accepts."""
-    out: dict[str, Any] = {}
-    for name in BUILTIN_METHODS:
-        for f in dataclasses.fields(METHODS.get(name).config):
-            if f.default is not dataclasses.MISSING:
-                out.setdefault(f.name, f.default)
-            elif f.default_factory is not dataclasses.MISSING:
-                out.setdefault(f.name, f.default_factory())
-    return out
+    return builtin_fields(METHODS, BUILTIN_METHODS)
 
 
 def default_method_node() -> dict[str, Any]:
     """The schema default of ``method``: name mathneuro and every built-in setting, so that any of
     them may be overridden whichever method runs (settings of other methods are ignored)."""
     return {**_builtin_fields(), "name": "mathneuro"}
-
-
-def node_dict(node: Any) -> dict[str, Any]:
-    """A config node (DictConfig, dataclass, mapping, a bare name) as a plain dict; the intervention registry uses it too."""
-    from omegaconf import DictConfig, OmegaConf
-
-    if isinstance(node, DictConfig):
-        return dict(OmegaConf.to_container(node, resolve=True))
-    if dataclasses.is_dataclass(node) and not isinstance(node, type):
-        return dataclasses.asdict(node)
-    if isinstance(node, Mapping):
-        return dict(node)
-    if isinstance(node, str):
-        return {"name": node}
-    return dict(vars(node))
 
 
 def resolve_method(node: Any, key: str = "method") -> tuple[MethodSpec, Any]:
@@ -119,69 +94,7 @@ def resolve_method(node: Any, key: str = "method") -> tuple[MethodSpec, Any]:
     ``_target_`` wins over ``name``. Keys that are settings of built-in methods but not of this one
     are ignored; any other unknown key, a wrong type or a bad value raises ValueError naming the key.
     """
-    return resolve_plugin(METHODS, node, key, _builtin_fields())
-
-
-def resolve_plugin(registry: Any, node: Any, key: str, builtin: dict[str, Any],
-                   own_defaults_win: bool = False) -> tuple[Any, Any]:
-    """The spec of ``registry`` (methods, interventions) a config node names and its validated config instance.
-
-    ``_target_`` wins over ``name``. Keys that are settings of other built-ins (``builtin``: the schema's
-    fields and defaults) but not of this one are ignored; any other unknown key, a wrong type or a bad
-    value raises ValueError naming the key. ``own_defaults_win``: a setting left at the schema's None
-    (another built-in's "unset") keeps this one's own default.
-    """
-    data = node_dict(node)
-    target = data.pop("_target_", None)
-    name = str(target or data.get("name") or "")
-    if not name:
-        raise ValueError(f"{key}.name: empty; allowed: {', '.join(registry.names())}")
-    spec = registry.get(name)
-    if target:
-        data["name"] = spec.name
-    names = {f.name for f in dataclasses.fields(spec.config)}
-    ignorable = set(builtin) | {"name"}
-    unknown = [k for k in data if k not in names and k not in ignorable]
-    if unknown:
-        allowed = ", ".join(sorted(names - {"name"})) or "none"
-        raise ValueError(f"{key}.{unknown[0]}: not a setting of {registry.kind} {spec.name!r}; its settings: {allowed}")
-    own = {f.name: f.default for f in dataclasses.fields(spec.config)}
-    values = {k: v for k, v in data.items() if k in names and not (
-        own_defaults_win and v is None and k in builtin and builtin[k] is None
-        and own.get(k) not in (None, dataclasses.MISSING))}
-    cfg = structured_config(spec.config, values, key)
-    validate = getattr(cfg, "validate", None)
-    if callable(validate):
-        validate(key)
-    return spec, cfg
-
-
-def structured_config(cls: type, values: dict[str, Any], key: str) -> Any:
-    """``cls(**values)`` type-checked by OmegaConf; a bad value is a ValueError naming the key."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), values))
-    except OmegaConfBaseException as exc:
-        where = getattr(exc, "full_key", None) or ""
-        msg = str(exc).splitlines()[0]
-        raise ValueError(f"{key}.{where}: {msg}" if where else f"{key}: {msg}") from None
-
-
-def inapplicable_settings(node: Any, spec: MethodSpec, given: Sequence[str] = ()) -> list[str]:
-    """Settings in a ``method`` node that ``spec`` does not have and that someone set: named in ``given``
-    (overrides, ``method.<setting>`` or ``<setting>``) or holding another value than their schema default."""
-    data = node_dict(node)
-    own = set(spec.settings()) | {"name", "_target_"}
-    defaults = _builtin_fields()
-    named = {g.lstrip("+~").split("=", 1)[0].removeprefix("method.") for g in given}
-    return sorted(k for k, v in data.items()
-                  if k not in own and (k in named or (k in defaults and _plain_value(v) != _plain_value(defaults[k]))))
-
-
-def _plain_value(value: Any) -> Any:
-    return json.loads(json.dumps(value, sort_keys=True, default=str))
+    return resolve(METHODS, node, key, _builtin_fields())
 
 
 def method_facts(name: str) -> dict[str, Any]:
@@ -191,12 +104,6 @@ def method_facts(name: str) -> dict[str, Any]:
         return METHODS.get(name).facts()
     except Exception:  # noqa: BLE001 - a user's module may fail in any way on import; a report must not
         return MethodSpec(str(name), lambda inputs, cfg: None).facts()
-
-
-def method_name(node: Any) -> str:
-    """The name a method config node gives (its ``_target_`` if set), without importing anything."""
-    data = node_dict(node)
-    return str(data.get("_target_") or data.get("name") or "")
 
 
 def same_method(a: str, b: str) -> bool:

@@ -9,8 +9,6 @@ between methods is written here, on the spec, where the method registers (see
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,8 +18,11 @@ import torch
 
 from mathneuro.methods.selection import Selection
 from mathneuro.models.targets import DEFAULT_PATTERN
-from mathneuro.statistics.passes import KINDS, KindMap, Statistics, canonical_kind
+from mathneuro.statistics.kinds import kind_names
+from mathneuro.statistics.passes import Statistics
+from mathneuro.util.plugins import PluginSpec, plain
 
+#: What a selection is made of: masks over weight matrices, or MLP neuron indices.
 UNITS = ("weights", "neurons")
 #: The random reference of each unit: a method of this unit is compared with this method sized by it.
 RANDOM_OF_UNIT = {"weights": "random", "neurons": "random_neurons"}
@@ -71,10 +72,6 @@ class MethodInputs:
     # (the workbench) so that a random reference need not select its sizing method's set again
     sizes: dict | None = None
 
-    def __post_init__(self) -> None:
-        self.task = KindMap(self.task)
-        self.filters = [KindMap(f) for f in self.filters]
-
     def filter_stats(self, kind: str) -> list[Statistics]:
         """Every filter dataset's statistics of ``kind``."""
         return [f[kind] for f in self.filters]
@@ -100,10 +97,11 @@ def per_row_min_top_k(shapes: Mapping[str, tuple[int, ...]]) -> float:
 
 
 @dataclass(frozen=True)
-class MethodSpec:
+class MethodSpec(PluginSpec):
     """A registered method and its facts.
 
-    - ``needs``: statistics kinds (:data:`mathneuro.statistics.KINDS`; old names such as ``lape`` are aliases);
+    - ``needs``: statistics kinds, registered names or import paths (:data:`mathneuro.statistics.kinds.STATISTICS_KINDS`),
+      kept under their registered names (the keys of ``inputs.task``);
     - ``config``: its settings dataclass (subclass of :class:`MethodConfig`);
     - ``unit``: ``"weights"`` (masks over weight matrices) or ``"neurons"`` (MLP neuron indices);
     - ``uses_filters``: False when it scores the task set alone (no forward pass over the filter sets);
@@ -111,8 +109,8 @@ class MethodSpec:
       any statistics (``topk_per_matrix=True`` is :func:`per_matrix_min_top_k`); None: found by bisection
       only when a selection comes out empty;
     - ``point_fields``: settings recorded in ``results.json``'s ``point`` (reports group by them);
-    - ``legacy_defaults``: what a setting was before it existed, for records written then (resume compares
-      every setting of the method with the recorded one; ``stale`` replaces that rule);
+    - ``stale``: ``f(recorded settings, cfg) -> reason or None``, replacing the rule that resume compares every
+      setting of the method with the recorded one (a missing one counts as its default);
     - ``reference``: the method that is its size-matched random reference (default: ``random`` for weights,
       ``random_neurons`` for neurons; None: none);
     - ``sized_by``: for a random reference method, the setting naming the method it is sized by (``reference``),
@@ -132,7 +130,6 @@ class MethodSpec:
     unit: str = "weights"
     min_top_k: Callable[[Mapping[str, tuple[int, ...]]], float] | None = None
     point_fields: tuple[str, ...] = ()
-    legacy_defaults: Mapping[str, Any] = field(default_factory=dict)
     stale: Callable[[Mapping[str, Any], Any], str | None] | None = None
     reference: str | None = _AUTO
     sized_by: str | None = None
@@ -142,22 +139,20 @@ class MethodSpec:
     summary: Callable[[Selection], dict] | None = None
     empty_hint: str = ""
 
+    kind = "method"
+
     def __post_init__(self) -> None:
-        needs = tuple(canonical_kind(k) for k in self.needs)
-        unknown = [k for k in needs if k not in KINDS]
-        if unknown or not needs:
-            raise ValueError(f"method {self.name!r}: needs must be some of {', '.join(KINDS)}, got {self.needs!r}")
+        try:
+            needs = kind_names(self.needs)
+        except ValueError as exc:
+            raise ValueError(f"method {self.name!r}: {exc}") from None
+        if not needs:
+            raise ValueError(f"method {self.name!r}: needs at least one statistics kind, got {self.needs!r}")
         object.__setattr__(self, "needs", needs)
-        if not (isinstance(self.config, type) and issubclass(self.config, MethodConfig)
-                and dataclasses.is_dataclass(self.config)):
-            raise TypeError(f"method {self.name!r}: config must be a dataclass subclassing MethodConfig, "
-                            f"got {self.config!r}")
+        self.check_config(MethodConfig)
         if self.unit not in UNITS:
             raise ValueError(f"method {self.name!r}: unit must be one of {', '.join(UNITS)}, got {self.unit!r}")
-        fields = {f.name for f in dataclasses.fields(self.config)}
-        for name in (*self.point_fields, *self.legacy_defaults, *([self.sized_by] if self.sized_by else [])):
-            if name not in fields:
-                raise ValueError(f"method {self.name!r}: {name!r} is not a setting of {self.config.__name__}")
+        self.check_settings((*self.point_fields, *([self.sized_by] if self.sized_by else [])))
         if self.reference == _AUTO:
             object.__setattr__(self, "reference", None if self.sized_by else RANDOM_OF_UNIT[self.unit])
         if self.min_top_k is None and self.topk_per_matrix:
@@ -171,20 +166,6 @@ class MethodSpec:
         """Whether this is a random reference, sized by another method."""
         return self.sized_by is not None
 
-    def settings(self) -> list[str]:
-        """The names of its settings (``name`` aside)."""
-        return [f.name for f in dataclasses.fields(self.config) if f.name != "name"]
-
-    def default(self, setting: str) -> Any:
-        """The dataclass default of ``setting``."""
-        for f in dataclasses.fields(self.config):
-            if f.name == setting:
-                if f.default is not dataclasses.MISSING:
-                    return f.default
-                if f.default_factory is not dataclasses.MISSING:
-                    return f.default_factory()
-        return None
-
     def sizing(self, cfg: Any) -> str | None:
         """The method a reference config is sized by: its ``sized_by`` setting, else ``default_sized_by``
         (None for a method that is no reference)."""
@@ -196,7 +177,7 @@ class MethodSpec:
     def point(self, cfg: Any) -> dict[str, Any]:
         """The fields this method adds to ``results.json``'s ``point``: its ``point_fields``, and for a reference
         sized by another method than its default, ``reference``."""
-        out = {name: _plain(getattr(cfg, name)) for name in self.point_fields}
+        out = self.plain_settings(cfg, self.point_fields)
         sized = self.sizing(cfg)
         if sized and sized != self.default_sized_by:
             out["reference"] = sized
@@ -206,14 +187,11 @@ class MethodSpec:
         """Why results recorded with the method settings ``recorded`` do not answer ``cfg`` (None: they do)."""
         if self.stale is not None:
             return self.stale(recorded, cfg)
-        for name in self.settings():
-            old = recorded.get(name, self.legacy_defaults.get(name, self.default(name)))
-            new = getattr(cfg, name, None)
-            if name == self.sized_by:  # unset means the default sizing method, as recorded before 0.2
-                old, new = self.sizing({name: old}), self.sizing(cfg)
-            if _plain(old) != _plain(new):
-                return f"made with method.{name}={_plain(old)}, this run asks for {_plain(new)}"
-        return None
+        if self.sized_by:  # an unset sizing setting means the default sizing method
+            old = self.sizing({self.sized_by: recorded.get(self.sized_by, self.default(self.sized_by))})
+            if plain(old) != plain(self.sizing(cfg)):
+                return f"made with method.{self.sized_by}={plain(old)}, this run asks for {plain(self.sizing(cfg))}"
+        return self.stale_setting(recorded, cfg, skip=(self.sized_by,))
 
     def facts(self) -> dict[str, Any]:
         """The facts a report needs, as plain data (recorded in ``results.json`` as ``method_facts``)."""
@@ -222,14 +200,3 @@ class MethodSpec:
                 "compared_with_every_method": self.compared_with_every_method,
                 "extra_selections": {k: v.method for k, v in self.extra_selections.items()}}
 
-
-def _plain(value: Any) -> Any:
-    """A setting as plain JSON data, so that recorded and current values compare alike."""
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-
-        if isinstance(value, (DictConfig, ListConfig)):
-            value = OmegaConf.to_container(value, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
-    return json.loads(json.dumps(value, sort_keys=True, default=str))

@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -31,6 +31,7 @@ from mathneuro.models.parameter_count import upstream_fractions
 from mathneuro.models.targets import mlp_widths, neuron_weight_counts
 from mathneuro.pipeline.config import Config
 from mathneuro.pipeline.workbench import Samples, Workbench, prepare_samples
+from mathneuro.statistics.kinds import any_hooks
 from mathneuro.util.peak_memory import peak_memory_mb
 
 log = logging.getLogger("mathneuro")
@@ -135,7 +136,7 @@ class Point:
     @cached_property
     def targets(self) -> dict:
         """The linears the method scores (its ``targets`` pattern; lm_head with ``include_lm_head``)."""
-        return self.bench.targets(self.cfg.method) if "linear_inputs" in self.spec.needs else {}
+        return self.bench.targets(self.cfg.method) if any_hooks(self.spec.needs, "linears") else {}
 
     @cached_property
     def target_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -241,13 +242,3 @@ def objective_value(cfg: Config, metrics: dict, baseline: dict) -> float:
         if drop > cfg.objective.tolerance:
             value -= 1.0 + (drop - cfg.objective.tolerance)
     return float(value)
-
-
-def method_overrides(overrides: Sequence[str]) -> list[str]:
-    """The ``method.<setting>`` keys an override list sets (``+``/``++``/``~`` stripped)."""
-    keys = []
-    for item in overrides:
-        key = item.lstrip("+~").split("=", 1)[0]
-        if key.startswith("method.") and key not in ("method.name", "method._target_"):
-            keys.append(key)
-    return keys

@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mathneuro.edit.export import export_model
-from mathneuro.edit.interventions.registry import resolve_intervention, set_foreign_settings
+from mathneuro.edit.interventions.registry import default_intervention_node, resolve_intervention
+from mathneuro.edit.interventions.spec import InterventionSpec
 from mathneuro.evaluation.decoding.batch_journal import JOURNAL_DIR, journaling
 from mathneuro.evaluation.generation import generation_eos_ids
 from mathneuro.evaluation.samples import SAMPLES_DIR, copy_records, samples_summary, write_samples
-from mathneuro.methods.registry import inapplicable_settings, resolve_method
+from mathneuro.methods.registry import default_method_node, resolve_method
 from mathneuro.methods.spec import MethodSpec
 from mathneuro.models.devices import describe_hardware, machine_kind
 from mathneuro.models.targets import find_mlp_activations
@@ -54,9 +55,11 @@ from mathneuro.results.provenance import model_provenance, package_versions, plu
 from mathneuro.results.recording import WandbRun
 from mathneuro.results.schema import RESULTS_FILE, PointResult, read_complete_results
 from mathneuro.results.wandb_point import log_point, point_layout
+from mathneuro.statistics.kinds import any_hooks
 from mathneuro.util.io import remove_orphaned_temps_under
 from mathneuro.util.locking import FileLock, LockTimeout
 from mathneuro.util.peak_memory import reset_peak_memory
+from mathneuro.util.plugins import override_key, unused_settings
 
 log = logging.getLogger("mathneuro")
 RUNNING_LOCK = ".running.lock"  # in a run dir while a process runs that point
@@ -87,28 +90,22 @@ def stale_reason(done: dict, cfg: Config) -> str | None:
     return None
 
 
-def ignored_settings(cfg: Config, spec: MethodSpec, overrides: Sequence[str], in_sweep: bool) -> list[str]:
-    """The ``method.<setting>`` keys someone set that ``spec`` does not have. Alone, a point refuses them
-    (ConfigError naming the first); in a sweep whose other methods use them (the CLI checked that no
-    key fits none of them), they are logged and recorded in ``results.json`` as ignored."""
-    keys = [f"method.{k}" for k in inapplicable_settings(cfg.method, spec, overrides)]
-    if keys and not in_sweep:
-        raise ConfigError(f"{keys[0]}: not a setting of method {spec.name!r}; its settings: "
-                          f"{', '.join(spec.settings()) or 'none'}")
-    for key in keys:
-        log.warning("%s does not apply to method %s: ignored at this point", key, spec.name)
-    return keys
-
-
-def foreign_settings(cfg: Config, ispec, overrides: Sequence[str], in_sweep: bool) -> list[str]:
-    """The ``intervention.<setting>`` keys someone set that the intervention lacks: refused alone (ConfigError
-    naming the first), logged and recorded as ignored in a sweep (one across interventions uses them)."""
-    keys = set_foreign_settings(cfg.intervention, ispec, overrides)
-    if keys and not in_sweep:
-        raise ConfigError(f"{keys[0]}: not a setting of intervention {ispec.name!r}; its settings: "
-                          f"{', '.join(ispec.settings()) or 'none'}")
-    for key in keys:
-        log.warning("%s does not apply to intervention %s: ignored at this point", key, ispec.name)
+def ignored_settings(cfg: Config, spec: MethodSpec, ispec: InterventionSpec, overrides: Sequence[str],
+                     in_sweep: bool) -> list[str]:
+    """The ``method.<setting>`` and ``intervention.<setting>`` keys someone set that the chosen method (``spec``) or
+    intervention (``ispec``) does not have. Alone, a point refuses them (ConfigError naming the first); in a sweep
+    whose other methods or interventions use them (the CLI checked that each key fits one of them), they are
+    logged and recorded in ``results.json`` as ignored."""
+    keys: list[str] = []
+    for key, plugin, schema in (("method", spec, default_method_node()),
+                                ("intervention", ispec, default_intervention_node())):
+        found = unused_settings(getattr(cfg, key), plugin, key, schema, overrides)
+        if found and not in_sweep:
+            raise ConfigError(f"{found[0]}: not a setting of {key} {plugin.name!r}; its settings: "
+                              f"{', '.join(plugin.settings()) or 'none'}")
+        for name in found:
+            log.warning("%s does not apply to %s %s: ignored at this point", name, key, plugin.name)
+        keys += found
     return keys
 
 
@@ -140,9 +137,8 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
     if cfg.export_model and not ispec.exportable:
         raise ConfigError(f"export_model: intervention {ispec.name!r} edits activations through hooks, which a "
                           "saved model cannot hold; export_model=false")
-    ignored = ignored_settings(cfg, spec, overrides, in_sweep) + foreign_settings(cfg, ispec, overrides, in_sweep)
-    if getattr(cfg, "filters", None) and any(o.lstrip("+~").split("=", 1)[0].split(".")[0] == "filter"
-                                             for o in overrides):
+    ignored = ignored_settings(cfg, spec, ispec, overrides, in_sweep)
+    if getattr(cfg, "filters", None) and any(override_key(o).split(".")[0] == "filter" for o in overrides):
         raise ConfigError(f"filter: not used when filters is given ({', '.join(cfg.filters)}); list every filter "
                           "set in filters=[...]")
     config_dict = resolved_config if resolved_config is not None else _plain(cfg)  # the method node as given
@@ -241,7 +237,7 @@ def _run_claimed_point(point: Point, config_dict: dict, layout: dict, t_start: f
         bench.checkpoint_every_s = cfg.checkpoint_every_s
         bench.baseline_kept.clear()
         bench.on_resumed = lambda entries: attempts.note("statistics", entries)
-        if "activation_counts" in spec.needs:
+        if any_hooks(spec.needs, "mlp_activations"):
             try:
                 find_mlp_activations(bench.model)
             except ValueError as exc:

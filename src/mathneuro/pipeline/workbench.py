@@ -35,7 +35,6 @@ from mathneuro.models import load_model, model_identity
 from mathneuro.models.devices import describe_hardware, machine_kind
 from mathneuro.models.targets import (
     DEFAULT_PATTERN,
-    find_mlp_activations,
     find_target_linears,
     weight_parameters,
     weights_fingerprint,
@@ -44,7 +43,7 @@ from mathneuro.pipeline.config import Config, ConfigError
 from mathneuro.results.provenance import provenance
 from mathneuro.statistics.cache import StatisticsCache, cached_statistics
 from mathneuro.statistics.checkpoint import DEFAULT_EVERY_S
-from mathneuro.statistics.passes import canonical_kind
+from mathneuro.statistics.kinds import any_hooks, kind_names
 from mathneuro.util.io import remove_orphaned_temps, write_json_atomic
 
 log = logging.getLogger("mathneuro")
@@ -106,13 +105,12 @@ class Workbench:
     def statistics(self, samples: Samples, kinds: tuple[str, ...], *, targets: dict | None = None,
                    max_length: int, batch_size: int, progress: bool = True) -> tuple[dict, dict]:
         """Statistics of ``samples`` for each kind (cached on disk and in memory) and their keys."""
-        kinds = tuple(canonical_kind(k) for k in kinds)
-        activations = find_mlp_activations(self.model) if "activation_counts" in kinds else None
+        kinds = kind_names(kinds)
         sources: dict[str, str] = {}
         resumed: dict[str, int] = {}
         found, keys = cached_statistics(
             self.cache, self.model, self.tokenizer, samples.texts, model_identity=self.identity, kinds=kinds,
-            targets=targets, activations=activations, max_length=max_length, batch_size=batch_size,
+            targets=targets, max_length=max_length, batch_size=batch_size,
             progress=progress, desc=f"statistics [{samples.name}]", sources=sources,
             checkpoint_every_s=self.checkpoint_every_s, resumed=resumed,
         )
@@ -131,9 +129,9 @@ class Workbench:
         ``targets``: its scored linears when the caller has them already."""
         spec, method_cfg = resolve_method(method)
         kinds = spec.needs
-        if "linear_inputs" in kinds and not targets:
+        if any_hooks(kinds, "linears") and not targets:
             targets = self.targets(method_cfg)
-        elif "linear_inputs" not in kinds:
+        elif not any_hooks(kinds, "linears"):
             targets = None
         keys: list[str] = []
 

@@ -1,14 +1,12 @@
-"""Stage 2, statistics: the only forward passes (:mod:`~mathneuro.statistics.passes`: per-linear input
-norms, MLP activation counts) and their on-disk cache shared by a sweep's processes
-(:mod:`~mathneuro.statistics.cache`)."""
+"""Stage 2, statistics: the only forward passes (:mod:`~mathneuro.statistics.passes`, collecting every
+registered statistics kind, :mod:`~mathneuro.statistics.kinds`: per-linear input norms, MLP activation
+counts, a user's kinds) and their on-disk cache shared by a sweep's processes (:mod:`~mathneuro.statistics.cache`)."""
 
+from mathneuro.statistics.kinds import STATISTICS_KINDS, StatisticsKindSpec, register_statistics_kind
 from mathneuro.statistics.passes import (
     AUTO_COMPILE_MIN_WEIGHTS,
     KERNELS,
-    KIND_ALIASES,
-    KINDS,
     Statistics,
-    canonical_kind,
     collect_statistics,
     hooks,
     length_sorted_batches,
@@ -18,6 +16,6 @@ from mathneuro.statistics.passes import (
 )
 
 __all__ = [
-    "AUTO_COMPILE_MIN_WEIGHTS", "KERNELS", "KINDS", "KIND_ALIASES", "canonical_kind", "Statistics", "collect_statistics", "hooks",
-    "length_sorted_batches", "masked_square_sums", "square_sum_kernel", "tokenize",
+    "AUTO_COMPILE_MIN_WEIGHTS", "KERNELS", "STATISTICS_KINDS", "Statistics", "StatisticsKindSpec", "collect_statistics",
+    "hooks", "length_sorted_batches", "masked_square_sums", "register_statistics_kind", "square_sum_kernel", "tokenize",
 ]

@@ -30,9 +30,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from mathneuro.models.targets import find_mlp_activations, find_target_linears
 from mathneuro.statistics.checkpoint import DEFAULT_EVERY_S, PassCheckpoint
-from mathneuro.statistics.passes import KindMap, Statistics, canonical_kind, collect_statistics
+from mathneuro.statistics.kinds import hooked_modules, kind_names
+from mathneuro.statistics.passes import Statistics, collect_statistics
 from mathneuro.util.io import atomic_write, remove_orphaned_temps, write_json_atomic
 from mathneuro.util.locking import FileLock
 
@@ -220,14 +220,8 @@ def cached_statistics(
     The pass checkpoints its progress every ``checkpoint_every_s`` seconds (:meth:`StatisticsCache.checkpoint`)
     and a pass cut short resumes from there; ``resumed``, when given, gets the batches each computed
     kind took from a checkpoint (kinds started from scratch are absent)."""
-    kinds = [canonical_kind(k) for k in kinds]
-    modules_of = {}
-    if "linear_inputs" in kinds:
-        targets = targets if targets is not None else find_target_linears(model)
-        modules_of["linear_inputs"] = list(targets)
-    if "activation_counts" in kinds:
-        activations = activations if activations is not None else find_mlp_activations(model)
-        modules_of["activation_counts"] = list(activations)
+    kinds = list(kind_names(kinds))
+    modules_of = {kind: list(modules) for kind, modules in hooked_modules(model, kinds, targets, activations).items()}
     keys = {
         kind: statistics_key(model_identity=model_identity, texts=texts, kind=kind,
                              max_length=max_length, modules=modules_of[kind])
@@ -286,7 +280,7 @@ def cached_statistics(
         clear_finished_checkpoints(cache, [keys[k] for k in kinds if source.get(k) != "computed"], batch_size)
     if sources is not None:
         sources.update(source)
-    return KindMap(found), KindMap(keys)
+    return found, keys
 
 
 def clear_finished_checkpoints(cache: StatisticsCache, stored: Sequence[str], batch_size: int) -> None:

@@ -1,12 +1,8 @@
 """The only forward passes: statistics of calibration samples that every score is built from.
 
-Two kinds, collected in one batched, padding-aware pass over the decoder (no LM head):
-
-- ``linear_inputs``: per scored linear and input column j, over samples s,
-  ``norm[j] = Σ_s ||X_s[:, j]||₂`` (MathNeuro, docs/method.md#1-importance-of-a-weight) and ``sq[j] = Σ_s Σ_t X_s[t, j]²``
-  (Wanda proper). Both are float32 whatever the model dtype.
-- ``activation_counts`` (old name ``lape``): per MLP activation module and neuron n, the number of real tokens on which the
-  activation output is > 0, plus the token count (LAPE, docs/method.md#4-baselines).
+Every statistics kind asked for (:mod:`mathneuro.statistics.kinds`: the built-in ``linear_inputs``, per-linear
+input norms, and ``activation_counts``, per-neuron counts of positive MLP activations, or a user's kind) is
+collected in one batched, padding-aware pass over the decoder (no LM head).
 
 Statistics depend only on the model, the sample texts and ``max_length``: never on top-K,
 the scalar or the intervention, so they are computed once and cached (``mathneuro.statistics.cache``).
@@ -23,32 +19,10 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from mathneuro.models.targets import base_model, find_mlp_activations, find_target_linears
+from mathneuro.models.targets import base_model
 from mathneuro.statistics.checkpoint import PassCheckpoint, PassState, restore, snapshot
+from mathneuro.statistics.kinds import hooked_modules, kind_names, kind_spec
 from mathneuro.util.padding import pad_token_id, right_padded
-
-#: Statistics kinds: per-linear input norms, and per-neuron counts of positive MLP activations.
-KINDS = ("linear_inputs", "activation_counts")
-#: Old kind names that still work (LAPE's counts were called after the method that first used them).
-KIND_ALIASES = {"lape": "activation_counts"}
-
-
-def canonical_kind(kind: str) -> str:
-    """``kind`` under its current name (``lape`` -> ``activation_counts``)."""
-    return KIND_ALIASES.get(kind, kind)
-
-
-class KindMap(dict):
-    """Values by statistics kind that also answer to a kind's old name (``lape`` for ``activation_counts``)."""
-
-    def __getitem__(self, kind: str) -> Any:
-        return super().__getitem__(canonical_kind(kind))
-
-    def __contains__(self, kind: object) -> bool:
-        return super().__contains__(canonical_kind(kind) if isinstance(kind, str) else kind)
-
-    def get(self, kind: str, default: Any = None) -> Any:
-        return super().get(canonical_kind(kind), default)
 
 
 @dataclass
@@ -130,79 +104,6 @@ def square_sum_kernel(kernel: str, num_weights: int = 0, device: str | torch.dev
     return fused
 
 
-class _LinearInputAccumulator:
-    """Forward pre-hook state for every target linear; shares work between linears fed the same tensor."""
-
-    def __init__(self, targets: dict[str, nn.Linear], kernel: str = "auto"):
-        self.norm: dict[str, torch.Tensor] = {}
-        self.sq: dict[str, torch.Tensor] = {}
-        self.mask: torch.Tensor | None = None  # [B, T], 1 on real tokens
-        self._last_input: torch.Tensor | None = None
-        self._last_result: tuple[torch.Tensor, torch.Tensor] | None = None
-        first = next(iter(targets.values()), None)
-        self.square_sums = square_sum_kernel(kernel, sum(m.weight.numel() for m in targets.values()),
-                                             first.weight.device if first is not None else "cpu")
-        for name, mod in targets.items():
-            dev = mod.weight.device
-            self.norm[name] = torch.zeros(mod.in_features, dtype=torch.float32, device=dev)
-            self.sq[name] = torch.zeros(mod.in_features, dtype=torch.float32, device=dev)
-
-    def new_batch(self, mask: torch.Tensor) -> None:
-        self.mask = mask
-        self._last_input = None
-        self._last_result = None
-
-    def hook(self, name: str):
-        def pre_hook(_module: nn.Module, args: tuple) -> None:
-            x = args[0]
-            if x is self._last_input and self._last_result is not None:
-                norm_b, sq_b = self._last_result  # q/k/v (and gate/up) read one tensor: reuse its sums
-            else:
-                per_sample = self.square_sums(x, self.mask.to(x.device))  # [B, d] float32
-                norm_b = per_sample.sqrt().sum(dim=0)
-                sq_b = per_sample.sum(dim=0)
-                self._last_input, self._last_result = x, (norm_b, sq_b)
-            self.norm[name] += norm_b.to(self.norm[name].device)
-            self.sq[name] += sq_b.to(self.sq[name].device)
-
-        return pre_hook
-
-    def tensors(self) -> dict[str, torch.Tensor]:
-        out = {}
-        for name in self.norm:
-            out[f"{name}::norm"] = self.norm[name].cpu()
-            out[f"{name}::sq"] = self.sq[name].cpu()
-        return out
-
-
-class _LapeAccumulator:
-    """Forward hook state counting, per MLP neuron, the real tokens with activation > 0."""
-
-    def __init__(self, activations: dict[str, nn.Module]):
-        self.names = list(activations)
-        self.positive: dict[str, torch.Tensor] = {}
-        self.token_mask: torch.Tensor | None = None  # [B, T, 1] bool, None without padding
-
-    def new_batch(self, token_mask: torch.Tensor | None) -> None:
-        self.token_mask = token_mask
-
-    def hook(self, name: str):
-        def fwd_hook(_module: nn.Module, _args: tuple, output: torch.Tensor) -> None:
-            pos = output > 0
-            if self.token_mask is not None:
-                pos &= self.token_mask.to(pos.device)
-            counts = pos.sum(dim=(0, 1))
-            if name in self.positive:  # (a resumed pass's saved counts may sit on another device)
-                self.positive[name] += counts.to(self.positive[name].device)
-            else:
-                self.positive[name] = counts.to(torch.int64)
-
-        return fwd_hook
-
-    def tensors(self) -> dict[str, torch.Tensor]:
-        return {f"{name}::positive": self.positive[name].cpu() for name in self.names}
-
-
 @contextlib.contextmanager
 def hooks(handles: list) -> Iterator[None]:
     """Remove every hook handle in ``handles`` on exit, whatever happens inside."""
@@ -236,6 +137,28 @@ def _input_device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
+def attach_accumulators(model: nn.Module, kinds: Sequence[str], handles: list, *, targets: dict | None = None,
+                        activations: dict | None = None, kernel: str = "auto") -> dict[str, Any]:
+    """``{kind: accumulator}`` for each registered kind in ``kinds``, its hooks added to ``handles``."""
+    accumulators: dict[str, Any] = {}
+    for name, modules in hooked_modules(model, kinds, targets, activations).items():
+        spec = kind_spec(name)
+        accumulators[name] = spec.factory(modules, kernel)
+        handles += spec.attach(accumulators[name], modules)
+    return accumulators
+
+
+def live_state(accumulators: dict[str, Any]) -> dict[str, dict[str, torch.Tensor]]:
+    """Every accumulator's live tensors by group (what a checkpoint saves); two kinds may not share a group."""
+    live: dict[str, dict[str, torch.Tensor]] = {}
+    for name, acc in accumulators.items():
+        for group, tensors in acc.state().items():
+            if group in live:
+                raise ValueError(f"statistics kind {name!r}: its state group {group!r} is another kind's too")
+            live[group] = tensors
+    return live
+
+
 @torch.no_grad()
 def collect_statistics(
     model: nn.Module,
@@ -260,37 +183,22 @@ def collect_statistics(
     With a ``checkpoint`` the pass starts after the batches it holds and saves its progress into it
     (:mod:`mathneuro.statistics.checkpoint`); the statistics are bit-identical to an uninterrupted pass's.
     """
-    kinds = [canonical_kind(k) for k in kinds]
-    unknown = [k for k in kinds if k not in KINDS]
-    if unknown:
-        raise ValueError(f"statistics kind: unknown {unknown}; allowed: {', '.join(KINDS)}")
+    kinds = kind_names(kinds)
     if batch_size < 1:
         raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
     if not texts:
         raise ValueError("statistics: no samples given")
-    lin = lape = None
     handles: list = []
-    if "linear_inputs" in kinds:
-        targets = targets if targets is not None else find_target_linears(model)
-        lin = _LinearInputAccumulator(targets, kernel)
-        handles += [mod.register_forward_pre_hook(lin.hook(name)) for name, mod in targets.items()]
-    if "activation_counts" in kinds:
-        activations = activations if activations is not None else find_mlp_activations(model)
-        lape = _LapeAccumulator(activations)
-        handles += [mod.register_forward_hook(lape.hook(name)) for name, mod in activations.items()]
-
+    accumulators = attach_accumulators(model, kinds, handles, targets=targets, activations=activations, kernel=kernel)
     ids = tokenize(tokenizer, texts, max_length)
-    lengths = [len(r) for r in ids]
     pad_id = pad_token_id(tokenizer)
     device = _input_device(model)
     decoder = base_model(model)
     num_tokens = start = 0
-    batches = length_sorted_batches(lengths, batch_size)
-    live = {**({"norm": lin.norm, "sq": lin.sq} if lin is not None else {}),
-            **({"positive": lape.positive} if lape is not None else {})}
+    batches = length_sorted_batches([len(r) for r in ids], batch_size)
+    live = live_state(accumulators)
     if checkpoint is not None:
-        expected = {f"{g}::{n}" for g, tensors in live.items() if g != "positive" for n in tensors}
-        state = checkpoint.load(expected, len(batches))
+        state = checkpoint.load({f"{g}::{n}" for g, tensors in live.items() for n in tensors}, len(batches))
         if state is not None:
             restore(live, state.tensors)
             num_tokens, start = state.num_tokens, state.batches_done
@@ -302,10 +210,8 @@ def collect_statistics(
             for done, batch in enumerate(batches[start:], start + 1):
                 input_ids, attn = right_padded([ids[i] for i in batch], pad_id)
                 padded = bool((attn == 0).any())
-                if lin is not None:
-                    lin.new_batch(attn.to(device))
-                if lape is not None:
-                    lape.new_batch(attn.bool().unsqueeze(-1).to(device) if padded else None)
+                for acc in accumulators.values():
+                    acc.new_batch(attn.to(device), padded)
                 decoder(input_ids=input_ids.to(device), attention_mask=attn.to(device), use_cache=False)
                 num_tokens += int(attn.sum())
                 bar.update(len(batch))
@@ -319,10 +225,5 @@ def collect_statistics(
             raise
         finally:
             bar.close()
-    out: dict[str, Statistics] = KindMap()
     meta = {"max_length": max_length, "num_samples": len(ids)}
-    if lin is not None:
-        out["linear_inputs"] = Statistics("linear_inputs", lin.tensors(), len(ids), num_tokens, dict(meta))
-    if lape is not None:
-        out["activation_counts"] = Statistics("activation_counts", lape.tensors(), len(ids), num_tokens, dict(meta))
-    return out
+    return {name: Statistics(name, acc.tensors(), len(ids), num_tokens, dict(meta)) for name, acc in accumulators.items()}

@@ -1,11 +1,11 @@
 """Name -> object registries with lazy ``"module:attr"`` entries and import paths as names.
 
-Methods and probes are found by name in a :class:`Registry`. An entry is the object itself or a
-string ``"package.module:attr"`` imported on first use, so registering costs no import. A name
-that is not registered but looks like an import path (``my_pkg.my_mod:my_fn`` or
-``my_pkg.my_mod.my_fn``) is imported too: a user's method or probe runs by naming it in a config,
-with no edit to this package. Unknown names fail with one line naming the key, a close match and
-the registered names.
+Methods, interventions, statistics kinds and probes are found by name in a :class:`Registry`. An
+entry is the object itself or a string ``"package.module:attr"`` imported on first use, so
+registering costs no import. A name that is not registered but looks like an import path
+(``my_pkg.my_mod:my_fn`` or ``my_pkg.my_mod.my_fn``) is imported too: a user's plugin runs by
+naming it in a config, with no edit to this package. Unknown names fail with one line naming the
+key, a close match and the registered names.
 """
 
 from __future__ import annotations

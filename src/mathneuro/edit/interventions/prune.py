@@ -13,7 +13,7 @@ from mathneuro.edit.undoable import Intervention, check_scalar
 @dataclass
 class PruneConfig(InterventionConfig):
     name: str = "prune"
-    scalar: float = 0.0  # always 0: recorded as the point's scalar, as before
+    scalar: float = 0.0  # always 0: the point's scalar in results.json and the reports
 
     def validate(self, key: str = "intervention") -> None:
         if check_scalar(self.scalar, f"{key}.scalar") != 0:

@@ -15,13 +15,10 @@ loads. Built-in interventions are lazy entries: nothing is imported until one is
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from collections.abc import Sequence
 from typing import Any
 
 from mathneuro.edit.interventions.spec import InterventionConfig, InterventionContext, InterventionSpec
-from mathneuro.methods.registry import node_dict, resolve_plugin
+from mathneuro.util.plugins import builtin_fields, check_facts, resolve
 from mathneuro.util.registry import Registry
 
 ATTRIBUTE = "__mathneuro_intervention__"  # a decorated function carries its spec here
@@ -51,24 +48,13 @@ def register_intervention(name: str, target: str | None = None, *, config: type 
     if target is not None:
         INTERVENTIONS.register(name, target, replace=replace)
         return None
-    known = {f.name for f in dataclasses.fields(InterventionSpec)} - {"name", "fn", "config"}
-    unknown = sorted(set(facts) - known)
-    if unknown:
-        raise TypeError(f"register_intervention({name!r}): unknown fact {unknown[0]!r}; "
-                        f"known: {', '.join(sorted(known))}")
+    check_facts("register_intervention", name, InterventionSpec, facts, ("fn", "config"))
     return INTERVENTIONS.decorator(name, lambda fn: InterventionSpec(name, fn, config, **facts), replace=replace)
 
 
 def _builtin_fields() -> dict[str, Any]:
     """Every setting of a built-in intervention with its default: the keys an ``intervention`` node always accepts."""
-    out: dict[str, Any] = {}
-    for name in BUILTIN_INTERVENTIONS:
-        for f in dataclasses.fields(INTERVENTIONS.get(name).config):
-            if f.default is not dataclasses.MISSING:
-                out.setdefault(f.name, f.default)
-            elif f.default_factory is not dataclasses.MISSING:
-                out.setdefault(f.name, f.default_factory())
-    return out
+    return builtin_fields(INTERVENTIONS, BUILTIN_INTERVENTIONS)
 
 
 def default_intervention_node() -> dict[str, Any]:
@@ -81,35 +67,13 @@ def resolve_intervention(node: Any, key: str = "intervention") -> tuple[Interven
     """The intervention a config node names and its validated config instance.
 
     Keys that are settings of built-in interventions but not of this one are ignored when they hold
-    their default (see :func:`set_foreign_settings` for the ones someone set); any other unknown key,
+    their default (see :func:`mathneuro.util.plugins.unused_settings` for the ones someone set); any other unknown key,
     a wrong type or a bad value raises ValueError naming the key.
     """
     # a setting left at the schema's None (another built-in's "unset") keeps this intervention's own default
-    return resolve_plugin(INTERVENTIONS, node, key, _builtin_fields(), own_defaults_win=True)
-
-
-def set_foreign_settings(node: Any, spec: InterventionSpec, given: Sequence[str] = ()) -> list[str]:
-    """``intervention.<setting>`` keys someone set (named in ``given`` or off their default) that ``spec``
-    does not have: a run refuses them, a sweep over interventions records them as ignored."""
-    data = node_dict(node)
-    own = set(spec.settings()) | {"name", "_target_"}
-    defaults = _builtin_fields()
-    named = {g.lstrip("+~").split("=", 1)[0].removeprefix("intervention.") for g in given
-             if g.lstrip("+~").startswith("intervention.")}
-    return sorted(f"intervention.{k}" for k, v in data.items() if k not in own and (
-        k in named or (k in defaults and _plain(v) != _plain(defaults[k]))))
-
-
-def _plain(value: Any) -> Any:
-    return json.loads(json.dumps(value, sort_keys=True, default=str))
-
-
-def intervention_name(node: Any) -> str:
-    """The name an intervention config node gives (its ``_target_`` if set), without importing anything."""
-    data = node_dict(node)
-    return str(data.get("_target_") or data.get("name") or "")
+    return resolve(INTERVENTIONS, node, key, _builtin_fields(), own_defaults_win=True)
 
 
 __all__ = ["ATTRIBUTE", "BUILTIN_INTERVENTIONS", "INTERVENTIONS", "InterventionConfig", "InterventionContext",
-           "InterventionSpec", "default_intervention_node", "intervention_name", "register_intervention",
-           "resolve_intervention", "set_foreign_settings"]
+           "InterventionSpec", "default_intervention_node", "register_intervention",
+           "resolve_intervention"]

@@ -9,8 +9,6 @@ registers (see ``docs/extending.md``). A user's intervention declares the same f
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +18,9 @@ import torch
 from mathneuro.edit.undoable import Intervention
 from mathneuro.methods.registry import METHOD_NAMES, METHODS
 from mathneuro.methods.selection import Selection
+from mathneuro.methods.spec import UNITS
+from mathneuro.util.plugins import PluginSpec, plain
 
-UNITS = ("weights", "neurons")
 #: What an intervention may ask the runner for besides the model and the selection:
 #: ``task_samples``, the point's draw of the task set (its rendered texts; the identification samples).
 NEEDS = ("task_samples",)
@@ -68,7 +67,7 @@ class InterventionContext:
 
 
 @dataclass(frozen=True)
-class InterventionSpec:
+class InterventionSpec(PluginSpec):
     """A registered intervention and its facts.
 
     - ``fn(ctx, cfg) -> Intervention``: edits ``ctx.model`` in place and returns the undo handle;
@@ -92,6 +91,7 @@ class InterventionSpec:
     identity: Callable[[Any], Any] | None = None
     exportable: bool = True
     description: str = ""
+    kind = "intervention"
 
     def __post_init__(self) -> None:
         units, needs = tuple(self.units), tuple(self.needs)
@@ -101,34 +101,14 @@ class InterventionSpec:
             raise ValueError(f"intervention {self.name!r}: needs must be some of {', '.join(NEEDS)}, got {needs!r}")
         object.__setattr__(self, "units", units)
         object.__setattr__(self, "needs", needs)
-        if not (isinstance(self.config, type) and issubclass(self.config, InterventionConfig)
-                and dataclasses.is_dataclass(self.config)):
-            raise TypeError(f"intervention {self.name!r}: config must be a dataclass subclassing "
-                            f"InterventionConfig, got {self.config!r}")
-        fields = {f.name for f in dataclasses.fields(self.config)}
-        for name in self.point_fields:
-            if name not in fields:
-                raise ValueError(f"intervention {self.name!r}: {name!r} is not a setting of {self.config.__name__}")
+        self.check_config(InterventionConfig)
+        self.check_settings(self.point_fields)
 
     def __call__(self, ctx: InterventionContext, cfg: Any) -> Intervention:
         handle = self.fn(ctx, cfg)
         if not isinstance(handle, Intervention):
             raise TypeError(f"intervention {self.name!r} returned {type(handle).__name__}, not an Intervention")
         return handle
-
-    def settings(self) -> list[str]:
-        """The names of its settings (``name`` aside)."""
-        return [f.name for f in dataclasses.fields(self.config) if f.name != "name"]
-
-    def default(self, setting: str) -> Any:
-        """The dataclass default of ``setting`` (None if it has none)."""
-        for f in dataclasses.fields(self.config):
-            if f.name == setting:
-                if f.default is not dataclasses.MISSING:
-                    return f.default
-                if f.default_factory is not dataclasses.MISSING:
-                    return f.default_factory()
-        return None
 
     def check_unit(self, unit: str, method: str, key: str = "intervention.name") -> None:
         """Refuse (ValueError naming ``key``) a selection unit this intervention cannot edit."""
@@ -141,9 +121,9 @@ class InterventionSpec:
     def point(self, cfg: Any) -> dict[str, Any]:
         """Its fields of ``results.json``'s ``point``: ``scalar`` (None where it has none) and, for its other
         point fields, ``intervention_args``."""
-        out: dict[str, Any] = {"scalar": _plain(getattr(cfg, "scalar", None)) if "scalar" in self.point_fields
+        out: dict[str, Any] = {"scalar": plain(getattr(cfg, "scalar", None)) if "scalar" in self.point_fields
                                else None}
-        args = {name: _plain(getattr(cfg, name)) for name in self.point_fields if name != "scalar"}
+        args = self.plain_settings(cfg, (name for name in self.point_fields if name != "scalar"))
         if args:
             out["intervention_args"] = args
         return out
@@ -153,18 +133,11 @@ class InterventionSpec:
         setting with the name."""
         if self.identity is not None:
             return self.identity(cfg)
-        return {"intervention": self.name, **{name: _plain(getattr(cfg, name)) for name in self.settings()}}
+        return {"intervention": self.name, **self.plain_settings(cfg, self.settings())}
 
     def facts(self) -> dict[str, Any]:
         """The facts a report needs, as plain data (``results.json``'s ``intervention_facts``)."""
         return {"units": list(self.units), "needs": list(self.needs), "point_fields": list(self.point_fields)}
-
-
-def _plain(value: Any) -> Any:
-    """A setting as plain JSON data."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
-    return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
 def check_positive(value: Any, key: str, kind: type = float) -> None:
