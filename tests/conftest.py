@@ -55,8 +55,12 @@ def tiny_dir(tmp_path_factory) -> Path:
     """A tiny random llama saved like any local checkpoint (one per test module)."""
     from mathneuro.models.tiny import tiny_model
 
-    path = tmp_path_factory.mktemp("tiny-llama")
     model, tok = tiny_model("llama")
+    return save_checkpoint(model, tok, tmp_path_factory.mktemp("tiny-llama"))
+
+
+def save_checkpoint(model, tok, path: Path) -> Path:
+    """``model`` and ``tok`` saved in ``path`` as a local checkpoint is; ``path``."""
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path

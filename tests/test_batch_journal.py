@@ -122,7 +122,7 @@ def test_a_point_cut_inside_a_generation_task_resumes_at_the_batch_it_was_in(tin
     from mathneuro.pipeline import workbench
     from mathneuro.pipeline.attempts import PARTIAL_DIR
     from mathneuro.pipeline.runner import run_point
-    from tests.test_drafts import write_zero_shot_task
+    from tests.lm_eval_tasks import write_zero_shot_task, zero_shot_overrides
     from tests.test_runner import base_overrides, compose_cfg
 
     folder = write_zero_shot_task(tmp_path / "user")
@@ -133,8 +133,7 @@ def test_a_point_cut_inside_a_generation_task_resumes_at_the_batch_it_was_in(tin
             *base_overrides(tiny_dir, tmp_path / name / "cache"), "logger=none", "eval=paper",
             f"eval.data_dir={data_dir}", "eval.limits={}", "eval.batch_size=2", "eval.bootstrap_iters=0",
             "eval.log_samples=true", "eval.continuous_batching=off", "top_k=0.2", "intervention=scale",
-            "intervention.scalar=1.05", f"eval.include_path={folder}", "eval.tasks=[my_zero_shot_math]",
-            "eval.math_tasks=[my_zero_shot_math]", "eval.num_fewshot=null", "eval.limit=4", "eval.max_gen_toks=null"]))
+            "intervention.scalar=1.05", *zero_shot_overrides(folder), "eval.max_gen_toks=null"]))
 
     def responses(name: str) -> list[str]:
         return [r["response"] for r in read_records(tmp_path / name / "point" / SAMPLES_DIR / "my_zero_shot_math.jsonl")]

@@ -131,7 +131,7 @@ def test_pack_puts_a_groups_baseline_and_points_together_under_records_confirm(t
     amended plan's folders is touched."""
     from claimslib import records
 
-    from tests.test_paired import GSM, RACE, lose, write_point
+    from tests.records_sweeps import GSM, RACE, lose, write_point
 
     pack = load_experiment("claims/pack_confirm")
     root, out = tmp_path / "root", tmp_path / "records"

@@ -11,7 +11,8 @@ import pytest
 from mathneuro.evaluation.decoding.draft_seed import recorded_answers
 from mathneuro.pipeline import workbench
 from mathneuro.pipeline.runner import BASELINE_RECORDS, run_point
-from tests.test_drafts import responses, sweep_cfg, write_zero_shot_task
+from tests.lm_eval_tasks import write_zero_shot_task, zero_shot_overrides
+from tests.test_drafts import responses, sweep_cfg
 
 pytestmark = pytest.mark.integration  # in-process, but end to end through lm-eval
 
@@ -35,9 +36,7 @@ def test_a_fresh_cache_gets_the_recorded_baselines_drafts_back_and_points_draft_
         tiny_dir, tmp_path, data_dir, task):
     extra: tuple[str, ...] = ()
     if task == "zero_shot_yaml":  # a user's task outside our table, prompts sharing only "Problem: "
-        folder = write_zero_shot_task(tmp_path / "user")
-        extra = (f"eval.include_path={folder}", "eval.tasks=[my_zero_shot_math]",
-                 "eval.math_tasks=[my_zero_shot_math]", "eval.num_fewshot=null", "eval.limit=4")
+        extra = zero_shot_overrides(write_zero_shot_task(tmp_path / "user"))
     name = "my_zero_shot_math" if extra else "gsm8k_cot"
     first = tmp_path / "first"
     workbench._WORKBENCHES.clear()

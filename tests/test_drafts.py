@@ -20,6 +20,7 @@ from mathneuro.models.tiny import tiny_model
 from mathneuro.pipeline import workbench
 from mathneuro.pipeline.runner import run_point
 from mathneuro.pipeline.workbench import Workbench
+from tests.lm_eval_tasks import write_zero_shot_task, zero_shot_overrides
 from tests.test_runner import base_overrides, compose_cfg
 
 # ---------------------------------------------------------------------------------------------- lookup
@@ -279,47 +280,6 @@ def test_a_baseline_cached_before_drafts_is_evaluated_again_once_to_record_them(
     assert bench.draft_store().recorded == 0  # now it has them: read, not evaluated
 
 
-ZERO_SHOT_YAML = """\
-task: my_zero_shot_math
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {data}
-output_type: generate_until
-test_split: test
-doc_to_text: "Problem: {{{{problem}}}}\\nSolution:"
-doc_to_target: answer
-generation_kwargs:
-  until: ["Problem:"]
-  do_sample: false
-  max_gen_toks: 24
-process_results: !function zero_shot_helpers.process_results
-metric_list:
-  - metric: exact_match
-    aggregation: mean
-    higher_is_better: true
-metadata:
-  version: 1.0
-"""
-ZERO_SHOT_HELPERS = '''\
-def process_results(doc, results):
-    return {"exact_match": float(results[0].strip() == doc["answer"])}
-'''
-
-
-def write_zero_shot_task(root) -> str:
-    """A user's zero-shot MATH-style generation task (prompts of different lengths sharing only "Problem: ")."""
-    folder = root / "my_tasks"
-    folder.mkdir(parents=True)
-    with (root / "problems.jsonl").open("w") as fh:
-        for problem, answer in (("What is 3 + 4?", "7"), ("Half of twelve, then add nine, is what number?", "15"),
-                                ("Simplify x + x.", "2x"), ("Find y if 2y = 10.", "5")):
-            fh.write(json.dumps({"problem": problem, "answer": answer}) + "\n")
-    (folder / "my_zero_shot_math.yaml").write_text(ZERO_SHOT_YAML.format(data=root / "problems.jsonl"))
-    (folder / "zero_shot_helpers.py").write_text(ZERO_SHOT_HELPERS)
-    return str(folder)
-
-
 CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
                  "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 
@@ -327,9 +287,8 @@ CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|
 @pytest.mark.integration  # in-process, but end to end through the runner and lm-eval
 @pytest.mark.parametrize("chat", [False, True], ids=["plain", "chat-template"])
 def test_a_users_zero_shot_yaml_task_drafts_and_results_json_counts_it(tiny_dir, tmp_path, data_dir, chat):
-    folder = write_zero_shot_task(tmp_path / "user")
-    extra = (f"eval.include_path={folder}", "eval.tasks=[my_zero_shot_math]", "eval.math_tasks=[my_zero_shot_math]",
-             "eval.num_fewshot=null", "eval.limit=4", "eval.max_gen_toks=null", f"eval.apply_chat_template={chat}")
+    extra = (*zero_shot_overrides(write_zero_shot_task(tmp_path / "user")), "eval.max_gen_toks=null",
+             f"eval.apply_chat_template={chat}")
     if chat:  # the tiny model with a chat template: every prompt is wrapped in "<|user|>...<|end|><|assistant|>"
         shutil.copytree(tiny_dir, tmp_path / "chat-model")
         tiny_dir = tmp_path / "chat-model"

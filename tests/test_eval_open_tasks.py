@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 from mathneuro.evaluation import EvalConfig, Evaluator
 from mathneuro.evaluation.samples import column_mean, read_records, records_from_lm_eval
 from mathneuro.models.tiny import tiny_model
+from tests.lm_eval_tasks import generation_task
 
 MC_YAML = """\
 task: {name}
@@ -30,32 +31,6 @@ doc_to_choice: "{{{{choices}}}}"
 doc_to_target: label
 metric_list:
   - metric: acc
-    aggregation: mean
-    higher_is_better: true
-metadata:
-  version: 1.0
-"""
-
-MATH_YAML = """\
-task: my_math
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {data}
-output_type: generate_until
-test_split: test
-doc_to_text: "Problem: {{{{problem}}}}\\nAnswer:"
-doc_to_target: answer
-generation_kwargs:
-  until: ["\\n"]
-  do_sample: false
-  max_gen_toks: 4
-process_results: !function my_helpers.process_results
-metric_list:
-  - metric: exact_match
-    aggregation: mean
-    higher_is_better: true
-  - metric: math_verify
     aggregation: mean
     higher_is_better: true
 metadata:
@@ -100,7 +75,10 @@ def write_user_tasks(root: Path) -> Path:
     tasks.mkdir()
     for name in ("my_mc", "my_mc2", "my_mc3"):
         (tasks / f"{name}.yaml").write_text(MC_YAML.format(name=name, data=data / "mc.jsonl"))
-    (tasks / "my_math.yaml").write_text(MATH_YAML.format(data=data / "math.jsonl"))
+    (tasks / "my_math.yaml").write_text(generation_task(
+        "my_math", {"test": data / "math.jsonl"}, doc_to_text="Problem: {{problem}}\nAnswer:", doc_to_target="answer",
+        until=["\n"], max_gen_toks=4, process_results="my_helpers.process_results",
+        metrics=("exact_match", "math_verify")))
     (tasks / "my_helpers.py").write_text(HELPERS)
     (tasks / "my_suite.yaml").write_text(SUITE_YAML)
     return tasks

@@ -20,39 +20,12 @@ from mathneuro.evaluation.decoding.backend import MathneuroHFLM, engine_options
 from mathneuro.evaluation.decoding.batch_journal import attach_batch_journal, batch_journal_of
 from mathneuro.evaluation.decoding.drafts import attach_draft_store, draft_store_of
 from mathneuro.models.tiny import tiny_model
+from tests.conftest import save_checkpoint
+from tests.lm_eval_tasks import generation_task
 
 QUESTIONS = [("Ann has 3 cats and gets 2 more. How many?", "5"), ("Tom has 9 pens and loses 4. How many?", "5"),
              ("What is 6 + 7?", "13"), ("Bo buys 2 bags of 5 eggs. Eggs?", "10"), ("What is 8 - 3?", "5"),
              ("A box holds 4 rows of 3 cups. Cups?", "12"), ("What is 2 + 2?", "4"), ("What is 10 - 1?", "9")]
-
-TASK_YAML = """\
-task: tiny_fewshot_gen
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    train: {train}
-    test: {test}
-output_type: generate_until
-training_split: train
-fewshot_split: train
-test_split: test
-num_fewshot: 2
-fewshot_config:
-  sampler: first_n
-doc_to_text: "Q: {{{{question}}}}\\nA:"
-doc_to_target: " {{{{answer}}}}"
-generation_kwargs:
-  until: ["\\n", "Q:"]
-  do_sample: false
-  max_gen_toks: 8
-metric_list:
-  - metric: exact_match
-    aggregation: mean
-    higher_is_better: true
-metadata:
-  version: 1.0
-"""
-
 
 @pytest.fixture(scope="module")
 def varied_dir(tmp_path_factory):
@@ -67,10 +40,7 @@ def varied_dir(tmp_path_factory):
         silent = torch.ones(model.lm_head.weight.shape[0], dtype=torch.bool)
         silent[printable] = False
         model.lm_head.weight[silent] = 0.0
-    path = tmp_path_factory.mktemp("tiny-qwen2")
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+    return save_checkpoint(model, tok, tmp_path_factory.mktemp("tiny-qwen2"))
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +50,9 @@ def task_folder(tmp_path_factory):
     for split, rows in (("train", QUESTIONS[6:]), ("test", QUESTIONS[:6])):
         (folder / f"{split}.jsonl").write_text("".join(json.dumps({"question": q, "answer": a}) + "\n"
                                                        for q, a in rows))
-    (folder / "tiny_fewshot_gen.yaml").write_text(TASK_YAML.format(train=folder / "train.jsonl",
-                                                                   test=folder / "test.jsonl"))
+    (folder / "tiny_fewshot_gen.yaml").write_text(generation_task(
+        "tiny_fewshot_gen", {"train": folder / "train.jsonl", "test": folder / "test.jsonl"}, num_fewshot=2,
+        doc_to_text="Q: {{question}}\nA:", doc_to_target=" {{answer}}", until=["\n", "Q:"], max_gen_toks=8))
     return folder
 
 

@@ -13,6 +13,8 @@ import pytest
 from mathneuro.cli import report as report_cli
 from mathneuro.report import paired
 from mathneuro.report.paired import paired_bootstrap, paired_differences
+from mathneuro.report.point_records import read_records
+from tests.records_sweeps import GSM, RACE, lose, records_sweep, write_point
 
 
 # ------------------------------------------------------------------------------------ statistics
@@ -50,8 +52,8 @@ def test_group_records_pair_by_subtask_and_doc_id(tmp_path: Path) -> None:
             "mmlu_b": [{"doc_id": i, "acc": float(i != 0)} for i in range(2)]}
     edited = {"mmlu_a": [{"doc_id": i, "acc": float(i != 1)} for i in range(3)],  # a/1 lost
               "mmlu_b": [{"doc_id": i, "acc": 1.0} for i in range(2)]}            # b/0 gained
-    ref = paired.read_records(write_records(tmp_path / "base", "mmlu", pooled_records(base)))
-    mine = paired.read_records(write_records(tmp_path / "edit", "mmlu", pooled_records(edited)))
+    ref = read_records(write_records(tmp_path / "base", "mmlu", pooled_records(base)))
+    mine = read_records(write_records(tmp_path / "edit", "mmlu", pooled_records(edited)))
     assert set(ref) == {("mmlu_a", 0), ("mmlu_a", 1), ("mmlu_a", 2), ("mmlu_b", 0), ("mmlu_b", 1)}
     diffs, docs = paired_differences([{d: v["acc"] for d, v in mine.items()}], [{d: v["acc"] for d, v in ref.items()}])
     assert len(docs) == 5
@@ -91,57 +93,18 @@ def test_multi_seed_interval_covers_the_truth() -> None:
 
 
 # ---------------------------------------------------------------------------------- end to end
-GSM = [float(i % 3 != 0) for i in range(30)]      # unedited: 20 of 30 correct
-RACE = [float(i % 2) for i in range(40)]          # unedited: 20 of 40 correct
-
-
-def write_samples(folder: Path, gsm: list[float], race: list[float], *, docs: range | None = None) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "gsm8k.jsonl").open("w") as f:
-        for i, v in enumerate(gsm):
-            f.write(json.dumps({"doc_id": i, "exact_match,strict-match": v, "answer": "42"}) + "\n")
-    with (folder / "race.jsonl").open("w") as f:
-        for i, v in enumerate(race):
-            if docs is None or i in docs:
-                f.write(json.dumps({"doc_id": i, "acc": v}) + "\n")
-
-
-def lose(values: list[float], n: int) -> list[float]:
-    """``values`` with the first ``n`` correct answers turned wrong."""
-    out, left = list(values), n
-    for i, v in enumerate(out):
-        if left and v == 1.0:
-            out[i], left = 0.0, left - 1
-    return out
-
-
-def write_point(root: Path, name: str, method: str, seed: int, samples: dict | None, *, filt: str = "race",
-                **extra: str) -> None:
-    job = root / name
-    (job / ".hydra").mkdir(parents=True)
-    point = {"model": "tiny", "task": "gsm8k", "filter": filt, "method": method, "top_k": 0.05,
-             "intervention": "prune", "scalar": 0.0, "seed": seed, "num_samples": 10, **extra}
-    result = {"status": "complete", "point": point, "metrics": {"math/gsm8k/exact_match,strict-match": 0.5},
-              "baseline_metrics": {"math/gsm8k/exact_match,strict-match": 2 / 3}}
-    if samples is not None:
-        write_samples(job / "samples", samples["gsm"], samples["race"], docs=samples.get("docs"))
-        result["samples"] = {"dir": "samples", "baseline_dir": "../baseline_samples",
-                             "tasks": {"gsm8k": "math", "race": "nonmath"}}
-    (job / "results.json").write_text(json.dumps(result))
-
-
 @pytest.fixture
 def sweep(tmp_path: Path) -> Path:
-    root = tmp_path / "sweep"
-    write_samples(root / "baseline_samples", GSM, RACE)
-    write_point(root, "0", "mathneuro", 0, {"gsm": lose(GSM, 10), "race": lose(RACE, 2)})
-    write_point(root, "1", "mathneuro", 1, {"gsm": lose(GSM, 8), "race": lose(RACE, 4)})
-    write_point(root, "2", "random", 0, {"gsm": lose(GSM, 1), "race": lose(RACE, 1)})
-    # seed 1's random point logged only RACE docs 0-29
-    write_point(root, "3", "random", 1, {"gsm": lose(GSM, 2), "race": lose(RACE, 1), "docs": range(30)})
-    write_point(root, "4", "wanda", 0, None)  # no per-example records
-    write_point(root, "5", "mathneuro", 0, {"gsm": lose(GSM, 5), "race": RACE}, filt="mmlu")  # no random twin
-    return root
+    return records_sweep(
+        tmp_path / "sweep",
+        ("0", "mathneuro", 0, {"gsm": lose(GSM, 10), "race": lose(RACE, 2)}),
+        ("1", "mathneuro", 1, {"gsm": lose(GSM, 8), "race": lose(RACE, 4)}),
+        ("2", "random", 0, {"gsm": lose(GSM, 1), "race": lose(RACE, 1)}),
+        # seed 1's random point logged only RACE docs 0-29
+        ("3", "random", 1, {"gsm": lose(GSM, 2), "race": lose(RACE, 1), "docs": range(30)}),
+        ("4", "wanda", 0, None),  # no per-example records
+        ("5", "mathneuro", 0, {"gsm": lose(GSM, 5), "race": RACE}, {"filt": "mmlu"}),  # no random twin
+    )
 
 
 def test_report_writes_paired_csv(sweep: Path, capsys) -> None:
@@ -241,12 +204,13 @@ def test_multirun_callback_writes_paired_csv_and_wandb_gets_the_table(sweep: Pat
 
 
 def test_lape_is_paired_with_random_neurons_as_well_as_random(tmp_path: Path) -> None:
-    root = tmp_path / "sweep"
-    write_samples(root / "baseline_samples", GSM, RACE)
-    write_point(root, "0", "lape", 0, {"gsm": lose(GSM, 12), "race": lose(RACE, 3)})
-    write_point(root, "1", "random", 0, {"gsm": lose(GSM, 1), "race": RACE})
-    write_point(root, "2", "random_neurons", 0, {"gsm": lose(GSM, 4), "race": lose(RACE, 2)})
-    write_point(root, "3", "mathneuro", 0, {"gsm": lose(GSM, 9), "race": RACE})
+    root = records_sweep(
+        tmp_path / "sweep",
+        ("0", "lape", 0, {"gsm": lose(GSM, 12), "race": lose(RACE, 3)}),
+        ("1", "random", 0, {"gsm": lose(GSM, 1), "race": RACE}),
+        ("2", "random_neurons", 0, {"gsm": lose(GSM, 4), "race": lose(RACE, 2)}),
+        ("3", "mathneuro", 0, {"gsm": lose(GSM, 9), "race": RACE}),
+    )
     rows = paired.paired_comparisons(root, resamples=300)
     got = {(r["method"], r["reference"], r["task"]): r["diff"] for r in rows}
     assert got[("lape", "random_neurons", "gsm8k")] == pytest.approx((-12 + 4) / 30)
@@ -261,12 +225,13 @@ def test_lape_is_paired_with_random_neurons_as_well_as_random(tmp_path: Path) ->
 def test_wanda_is_paired_with_random_of_its_own_size(tmp_path: Path) -> None:
     """``random`` with ``method.reference=wanda`` (point.reference) is Wanda's reference only, apart
     from the MathNeuro-sized ``random`` in every row and table."""
-    root = tmp_path / "sweep"
-    write_samples(root / "baseline_samples", GSM, RACE)
-    write_point(root, "0", "wanda", 0, {"gsm": lose(GSM, 15), "race": lose(RACE, 10)})
-    write_point(root, "1", "random", 0, {"gsm": lose(GSM, 1), "race": RACE})
-    write_point(root, "2", "random", 0, {"gsm": lose(GSM, 11), "race": lose(RACE, 4)}, reference="wanda")
-    write_point(root, "3", "mathneuro", 0, {"gsm": lose(GSM, 9), "race": RACE})
+    root = records_sweep(
+        tmp_path / "sweep",
+        ("0", "wanda", 0, {"gsm": lose(GSM, 15), "race": lose(RACE, 10)}),
+        ("1", "random", 0, {"gsm": lose(GSM, 1), "race": RACE}),
+        ("2", "random", 0, {"gsm": lose(GSM, 11), "race": lose(RACE, 4)}, {"reference": "wanda"}),
+        ("3", "mathneuro", 0, {"gsm": lose(GSM, 9), "race": RACE}),
+    )
     rows = paired.paired_comparisons(root, resamples=300)
     got = {(r["method"], r["reference"], r["task"]): r["diff"] for r in rows}
     assert got[("wanda", "random(wanda)", "gsm8k")] == pytest.approx((-15 + 11) / 30)
@@ -290,10 +255,11 @@ def test_points_from_different_machines_are_not_paired(tmp_path: Path) -> None:
     compared: the comparison is listed as not made, 'machines differ', naming both kinds."""
     from mathneuro.report.not_made import MACHINES_DIFFER, count_text, reason_of
 
-    root = tmp_path / "sweep"
-    write_samples(root / "baseline_samples", GSM, RACE)
-    write_point(root, "0", "mathneuro", 0, {"gsm": lose(GSM, 10), "race": lose(RACE, 2)})
-    write_point(root, "1", "random", 0, {"gsm": lose(GSM, 1), "race": lose(RACE, 1)})
+    root = records_sweep(
+        tmp_path / "sweep",
+        ("0", "mathneuro", 0, {"gsm": lose(GSM, 10), "race": lose(RACE, 2)}),
+        ("1", "random", 0, {"gsm": lose(GSM, 1), "race": lose(RACE, 1)}),
+    )
     xeon = {"device": "cpu", "device_name": "Intel Xeon", "cpu_flags": ["amx_bf16", "avx512_bf16"]}
     epyc = {"device": "cpu", "device_name": "AMD EPYC", "cpu_flags": ["avx2"]}
     for name, hardware in (("0", xeon), ("1", epyc)):

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from mathneuro.report import paired
-from tests.test_paired import GSM, RACE, lose, write_point, write_samples
+from tests.records_sweeps import GSM, RACE, lose, records_sweep, write_point, write_samples
 
 
 def stamp_prompts(folder: Path, task: str, prompt: str) -> None:
@@ -19,9 +19,8 @@ def stamp_prompts(folder: Path, task: str, prompt: str) -> None:
 
 
 def sweep(root: Path, random_prompt: str) -> Path:
-    write_samples(root / "baseline_samples", GSM, RACE)
-    write_point(root, "mathneuro", "mathneuro", 0, {"gsm": lose(GSM, 5), "race": RACE})
-    write_point(root, "random", "random", 0, {"gsm": lose(GSM, 1), "race": lose(RACE, 2)})
+    records_sweep(root, ("mathneuro", "mathneuro", 0, {"gsm": lose(GSM, 5), "race": RACE}),
+                  ("random", "random", 0, {"gsm": lose(GSM, 1), "race": lose(RACE, 2)}))
     for folder in ("baseline_samples", "mathneuro/samples", "random/samples"):
         stamp_prompts(root / folder, "gsm8k", "Q: 5-shot ")
         stamp_prompts(root / folder, "race", random_prompt if folder.startswith("random") else "Article: ")

@@ -14,19 +14,19 @@ from omegaconf import OmegaConf
 from mathneuro.evaluation.samples import pooled_records, records_from_lm_eval, write_records
 from mathneuro.pipeline.runner import run_point
 from tests.conftest import load_experiment
-from tests.test_paired import GSM, RACE, lose, write_point, write_samples
+from tests.records_sweeps import GSM, RACE, lose, records_sweep, write_point, write_samples
 from tests.test_runner import base_overrides, compose_cfg
 
 
 @pytest.fixture
 def sweep(tmp_path: Path) -> Path:
-    root = tmp_path / "sweep"
-    write_samples(root / "baseline_samples", GSM, RACE)
-    write_point(root, "0", "mathneuro", 0, {"gsm": lose(GSM, 10), "race": lose(RACE, 2)})
-    write_point(root, "1", "random", 0, {"gsm": lose(GSM, 1), "race": RACE})
-    write_point(root, "2", "random", 0, {"gsm": lose(GSM, 3), "race": RACE}, reference="wanda")
-    write_point(root, "3", "wanda", 0, None)  # no records: not packed
-    return root
+    return records_sweep(
+        tmp_path / "sweep",
+        ("0", "mathneuro", 0, {"gsm": lose(GSM, 10), "race": lose(RACE, 2)}),
+        ("1", "random", 0, {"gsm": lose(GSM, 1), "race": RACE}),
+        ("2", "random", 0, {"gsm": lose(GSM, 3), "race": RACE}, {"reference": "wanda"}),
+        ("3", "wanda", 0, None),  # no records: not packed
+    )
 
 
 def test_a_sweep_packs_into_one_file_per_point_and_one_baseline(sweep: Path, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from mathneuro.cli import report as report_cli
 from mathneuro.pipeline.config import ConfigError, validate
 from mathneuro.report import paired
-from tests.test_paired import GSM, RACE, lose, write_point, write_samples
+from tests.records_sweeps import GSM, RACE, lose, records_sweep
 from tests.test_runner import compose_cfg
 
 EM = "exact_match,strict-match"
@@ -20,13 +20,13 @@ EM = "exact_match,strict-match"
 
 @pytest.fixture
 def sweep(tmp_path: Path) -> Path:
-    root = tmp_path / "sweep"
-    write_samples(root / "baseline_samples", GSM, RACE)
-    write_point(root, "0", "mathneuro", 0, {"gsm": lose(GSM, 10), "race": lose(RACE, 2)})
-    write_point(root, "1", "mathneuro", 1, {"gsm": lose(GSM, 8), "race": RACE})
-    write_point(root, "2", "random", 0, {"gsm": lose(GSM, 1), "race": RACE})
-    write_point(root, "3", "random", 1, {"gsm": lose(GSM, 2), "race": lose(RACE, 1)})
-    return root
+    return records_sweep(
+        tmp_path / "sweep",
+        ("0", "mathneuro", 0, {"gsm": lose(GSM, 10), "race": lose(RACE, 2)}),
+        ("1", "mathneuro", 1, {"gsm": lose(GSM, 8), "race": RACE}),
+        ("2", "random", 0, {"gsm": lose(GSM, 1), "race": RACE}),
+        ("3", "random", 1, {"gsm": lose(GSM, 2), "race": lose(RACE, 1)}),
+    )
 
 
 def read_csv(path: Path) -> tuple[list[str], dict[tuple, dict]]:

@@ -49,7 +49,7 @@ def test_a_moved_sweep_without_its_cache_gives_the_same_report(tiny_dir: Path, t
 
 def test_a_comparison_that_cannot_be_made_ends_the_report(tmp_path: Path, capsys) -> None:
     from mathneuro.cli import report as report_cli
-    from tests.test_paired import GSM, RACE, lose, write_point
+    from tests.records_sweeps import GSM, RACE, lose, write_point
 
     # a sweep written before 0.2: its baseline_dir points into a cache that was cleared
     write_point(tmp_path, "0", "mathneuro", 0, {"gsm": lose(GSM, 10), "race": lose(RACE, 2)})

@@ -49,7 +49,7 @@ from claimslib.records import (
 
 from mathneuro.models.devices import cpu_hardware, machine_kind
 from mathneuro.report.efficiency import efficiency_table, write_efficiency_csv
-from mathneuro.report.paired import point_records
+from mathneuro.report.point_records import point_records
 from mathneuro.report.sweep import load_results
 
 HERE = Path(__file__).resolve().parent

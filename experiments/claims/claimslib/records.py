@@ -39,7 +39,7 @@ from typing import Any
 
 from mathneuro.data import read_jsonl
 from mathneuro.report.machines import machine_of
-from mathneuro.report.paired import point_records
+from mathneuro.report.point_records import point_records
 from mathneuro.report.sweep import load_results
 from mathneuro.results.schema import SELECTION_FIELDS
 from mathneuro.util.io import atomic_write

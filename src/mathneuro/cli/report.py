@@ -117,6 +117,55 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _print_sizes(labels: Sequence[str], numbers: dict) -> None:
+    """Each selection's size: selected weights as a share of its mask entries, and its neurons."""
+    print("selections:")
+    for label in labels:
+        size, total, n_w = numbers["sizes"][label], numbers["mask_entries"][label], numbers["selected_weights"][label]
+        parts = []
+        if total:
+            parts.append(f"{n_w} weights = {n_w / total:.4%} of {total} mask entries")
+        if size - n_w:
+            parts.append(f"{size - n_w} neurons")
+        print(f"  {label}: {size} selected" + (f" ({', '.join(parts)})" if parts else ""))
+
+
+def _print_overlaps(labels: Sequence[str], numbers: dict) -> None:
+    """The sizes, the pairwise overlaps (two or more selections) and the per-layer counts, as tables."""
+    _print_sizes(labels, numbers)
+    if numbers["pairs"]:
+        print("\npairwise overlap:")
+        head = f"{'A':<24} {'B':<24} {'|A|':>10} {'|B|':>10} {'|A∩B|':>10} {'Jaccard':>8} {'A in B':>8} {'B in A':>8}"
+        print(head)
+        for p in numbers["pairs"]:
+            print(f"{p['a']:<24} {p['b']:<24} {p['size_a']:>10} {p['size_b']:>10} {p['intersection']:>10} "
+                  f"{_fmt(p['jaccard']):>8} {_fmt(p['a_in_b']):>8} {_fmt(p['b_in_a']):>8}")
+    print("\nper-layer counts:")
+    layers = numbers["per_layer"]
+    keys = sort_layer_keys({k for counts in layers.values() for k in counts})
+    print(f"{'layer':<8} " + " ".join(f"{label:>14}" for label in labels))
+    for key in keys:
+        print(f"{key:<8} " + " ".join(f"{layers[label].get(key, 0):>14}" for label in labels))
+
+
+def _overlap_numbers(labels: Sequence[str], paths: Sequence[Path]) -> tuple[dict, dict]:
+    """The overlap matrix of the selections in ``paths`` and every number ``--json`` writes about them."""
+    selections = {label: load_selection_file(path) for label, path in zip(labels, paths, strict=True)}
+    matrix = overlap_matrix(selections)
+    numbers = {
+        "files": {label: str(path) for label, path in zip(labels, paths, strict=True)},
+        "metadata": {label: dict(getattr(sel, "metadata", {})) for label, sel in selections.items()},
+        "sizes": matrix["sizes"],
+        "mask_entries": {label: count_entries(sel) for label, sel in selections.items()},
+        "selected_weights": {label: count_selected(sel, kind="weights") for label, sel in selections.items()},
+        "per_layer": {label: per_layer_counts(sel) for label, sel in selections.items()},
+        "per_module": {label: per_module_counts(sel) for label, sel in selections.items()},
+        "matrix": {k: matrix[k] for k in ("labels", "intersection", "jaccard", "a_in_b")},
+        "pairs": matrix["pairs"],
+    }
+    return matrix, numbers
+
+
 def overlap_main(argv: Sequence[str] | None = None) -> int:
     """``mathneuro-overlap``: pairwise overlap (Jaccard, A in B) and per-layer counts of saved selections."""
     parser = argparse.ArgumentParser(
@@ -127,61 +176,21 @@ def overlap_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="also write all numbers to this JSON file")
     parser.add_argument("--png", default=None, help="also write a Jaccard heatmap to this PNG")
     args = parser.parse_args(argv)
-
-
     paths = [Path(f) for f in args.files]
     for path in paths:
         if not path.is_file():
             return _error(f"no such file: {path}")
     labels = _labels(paths)
     try:
-        selections = {label: load_selection_file(path) for label, path in zip(labels, paths, strict=True)}
-        matrix = overlap_matrix(selections)
-        layers = {label: per_layer_counts(sel) for label, sel in selections.items()}
-        modules = {label: per_module_counts(sel) for label, sel in selections.items()}
-        entries = {label: count_entries(sel) for label, sel in selections.items()}
-        weights = {label: count_selected(sel, kind="weights") for label, sel in selections.items()}
+        matrix, numbers = _overlap_numbers(labels, paths)
     except (OSError, ValueError, RuntimeError) as err:
         return _error(f"could not read selections: {err}")
-
-    print("selections:")
-    for label in labels:
-        size, total, n_w = matrix["sizes"][label], entries[label], weights[label]
-        parts = []
-        if total:
-            parts.append(f"{n_w} weights = {n_w / total:.4%} of {total} mask entries")
-        if size - n_w:
-            parts.append(f"{size - n_w} neurons")
-        print(f"  {label}: {size} selected" + (f" ({', '.join(parts)})" if parts else ""))
-    if matrix["pairs"]:
-        print("\npairwise overlap:")
-        head = f"{'A':<24} {'B':<24} {'|A|':>10} {'|B|':>10} {'|A∩B|':>10} {'Jaccard':>8} {'A in B':>8} {'B in A':>8}"
-        print(head)
-        for p in matrix["pairs"]:
-            print(f"{p['a']:<24} {p['b']:<24} {p['size_a']:>10} {p['size_b']:>10} {p['intersection']:>10} "
-                  f"{_fmt(p['jaccard']):>8} {_fmt(p['a_in_b']):>8} {_fmt(p['b_in_a']):>8}")
-    print("\nper-layer counts:")
-    keys = sort_layer_keys({k for counts in layers.values() for k in counts})
-    print(f"{'layer':<8} " + " ".join(f"{label:>14}" for label in labels))
-    for key in keys:
-        print(f"{key:<8} " + " ".join(f"{layers[label].get(key, 0):>14}" for label in labels))
+    _print_overlaps(labels, numbers)
     if args.json:
-        out = {
-            "files": {label: str(path) for label, path in zip(labels, paths, strict=True)},
-            "metadata": {label: dict(getattr(sel, "metadata", {})) for label, sel in selections.items()},
-            "sizes": matrix["sizes"],
-            "mask_entries": entries,
-            "selected_weights": weights,
-            "per_layer": layers,
-            "per_module": modules,
-            "matrix": {k: matrix[k] for k in ("labels", "intersection", "jaccard", "a_in_b")},
-            "pairs": matrix["pairs"],
-        }
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(args.json, json.dumps(out, indent=2))
+        write_text_atomic(args.json, json.dumps(numbers, indent=2))
         print(f"\nwrote {args.json}")
     if args.png:
-
         print(f"wrote {plot_overlap_heatmap(matrix, args.png)}")
     return 0
 

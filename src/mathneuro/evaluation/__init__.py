@@ -5,32 +5,18 @@
 >>> ev.evaluate()   # {"math/arith/exact_match": 0.59, ...}                 # doctest: +SKIP
 """
 
-from mathneuro.evaluation.config import (
-    ArithConfig,
-    EvalConfig,
-    GenerationProbeConfig,
-    MultipleChoiceConfig,
-    PerplexityConfig,
-    validate_config,
-)
-from mathneuro.evaluation.evaluator import Evaluator, metric_key
-from mathneuro.evaluation.harness import flatten_lm_eval_metrics, preserved_rng, stderr_key
-from mathneuro.evaluation.math_equivalence import math_answers_equal
-from mathneuro.evaluation.task_table import (
-    DATA_DIR_ENV,
-    HARNESS_TASKS,
-    PROBE_NAMES,
-    TASK_NAMES,
-    TASKS,
-    TaskSpec,
-    kind_of,
-    lm_eval_name,
-    local_tasks_dir,
-)
+from mathneuro.util.exports import lazy_exports
 
-__all__ = [
-    "ArithConfig", "DATA_DIR_ENV", "EvalConfig", "Evaluator", "GenerationProbeConfig", "HARNESS_TASKS",
-    "MultipleChoiceConfig", "PROBE_NAMES", "PerplexityConfig", "TASKS", "TASK_NAMES", "TaskSpec",
-    "flatten_lm_eval_metrics", "kind_of", "lm_eval_name", "local_tasks_dir", "math_answers_equal", "metric_key", "preserved_rng",
-    "stderr_key", "validate_config",
-]
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "mathneuro.evaluation.config": (
+        "ArithConfig", "EvalConfig", "GenerationProbeConfig", "MultipleChoiceConfig", "PerplexityConfig",
+        "validate_config",
+    ),
+    "mathneuro.evaluation.evaluator": ("Evaluator", "metric_key"),
+    "mathneuro.evaluation.harness": ("flatten_lm_eval_metrics", "preserved_rng", "stderr_key"),
+    "mathneuro.evaluation.math_equivalence": ("math_answers_equal",),
+    "mathneuro.evaluation.task_table": (
+        "DATA_DIR_ENV", "HARNESS_TASKS", "PROBE_NAMES", "TASK_NAMES", "TASKS", "TaskSpec", "kind_of", "lm_eval_name",
+        "local_tasks_dir",
+    ),
+})

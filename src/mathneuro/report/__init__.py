@@ -11,31 +11,19 @@ CSV, markdown, aggregates), :mod:`~mathneuro.report.figures`, :mod:`~mathneuro.r
 :func:`mathneuro.results.schema.tidy_row`.
 """
 
-from mathneuro.report.figures import (
-    plot_data_efficiency,
-    plot_metric_vs_scalar,
-    plot_metric_vs_topk,
-    plot_overlap_heatmap,
-    plot_per_layer,
-)
-from mathneuro.report.summary import write_report
-from mathneuro.report.sweep import load_results
-from mathneuro.report.tables import (
-    GROUP_FIELDS,
-    aggregate,
-    columns_of,
-    comparison_rows,
-    markdown_table,
-    metric_names,
-    tidy_rows,
-    write_csv,
-)
-from mathneuro.report.wandb_log import WANDB_KEY_COLUMNS, log_report_to_wandb, wandb_table_columns
-from mathneuro.results.schema import POINT_FIELDS, SELECTION_COLUMNS, SELECTION_FIELDS, tidy_row
+from mathneuro.util.exports import lazy_exports
 
-__all__ = [
-    "GROUP_FIELDS", "POINT_FIELDS", "SELECTION_COLUMNS", "SELECTION_FIELDS", "WANDB_KEY_COLUMNS", "aggregate",
-    "columns_of", "comparison_rows", "load_results", "log_report_to_wandb", "markdown_table", "metric_names",
-    "plot_data_efficiency", "plot_metric_vs_scalar", "plot_metric_vs_topk", "plot_overlap_heatmap", "plot_per_layer",
-    "tidy_row", "tidy_rows", "wandb_table_columns", "write_csv", "write_report",
-]
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "mathneuro.report.figures": (
+        "plot_data_efficiency", "plot_metric_vs_scalar", "plot_metric_vs_topk", "plot_overlap_heatmap",
+        "plot_per_layer",
+    ),
+    "mathneuro.report.summary": ("write_report",),
+    "mathneuro.report.sweep": ("load_results",),
+    "mathneuro.report.tables": (
+        "GROUP_FIELDS", "aggregate", "columns_of", "comparison_rows", "markdown_table", "metric_names", "tidy_rows",
+        "write_csv",
+    ),
+    "mathneuro.report.wandb_log": ("WANDB_KEY_COLUMNS", "log_report_to_wandb", "wandb_table_columns"),
+    "mathneuro.results.schema": ("POINT_FIELDS", "SELECTION_COLUMNS", "SELECTION_FIELDS", "tidy_row"),
+})

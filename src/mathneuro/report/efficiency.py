@@ -17,7 +17,6 @@ The figure is :func:`mathneuro.report.figures.plot_data_efficiency`.
 
 from __future__ import annotations
 
-import csv
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -27,7 +26,7 @@ from mathneuro.report.figures import plot_data_efficiency
 from mathneuro.report.identity import PREFIX, identity_fields
 from mathneuro.report.overlap import data_efficiency, load_selection_file
 from mathneuro.report.references import facts_of
-from mathneuro.util.io import atomic_write
+from mathneuro.report.tables import write_csv
 
 SELECTION_FILE = "selection.safetensors"
 MATH_TOPK_FILE = "selection_topk.safetensors"
@@ -100,18 +99,7 @@ def efficiency_table(results: Iterable[Mapping], *, reference_samples: int | Non
 
 def write_efficiency_csv(rows: Sequence[Mapping], path: str | Path) -> Path:
     """``data_efficiency.csv`` with :data:`COLUMNS` (empty cells where a number is unknown)."""
-    path = Path(path)
-    columns = [*COLUMNS, *identity_fields(rows)]  # and any config.<key> that keeps points apart
-
-    def write(tmp: str) -> None:
-        with open(tmp, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=columns, restval="", extrasaction="ignore")
-            writer.writeheader()
-            for row in rows:
-                writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
-
-    atomic_write(path, write)
-    return path
+    return write_csv(rows, path, [*COLUMNS, *identity_fields(rows)])  # and any config.<key> that keeps points apart
 
 
 def _f(value: Any) -> str:

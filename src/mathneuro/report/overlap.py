@@ -139,6 +139,52 @@ def data_efficiency(
     return rows
 
 
+class _PairOverlaps:
+    """The overlap of two of ``selections`` by key, each unordered pair computed once."""
+
+    def __init__(self, selections: Mapping[tuple[int, Any], SelectionLike]) -> None:
+        self.selections = selections
+        self._cache: dict[frozenset, dict] = {}
+
+    def pair(self, ka: tuple, kb: tuple) -> tuple[dict, bool]:
+        """The overlap of ``ka`` and ``kb``, and whether its ``a`` is ``ka`` (else it is ``kb``)."""
+        key = frozenset((ka, kb))
+        if key not in self._cache:
+            self._cache[key] = {"first": ka, **overlap(self.selections[ka], self.selections[kb])}
+        o = self._cache[key]
+        return o, o["first"] == ka
+
+    def within(self, n: int, seeds: list[Any]) -> tuple[list[float], list[float]]:
+        """Jaccards and containments (both directions) over every pair of ``seeds`` at ``n`` samples."""
+        jac, inb = [], []
+        for i in range(len(seeds)):
+            for j in range(i + 1, len(seeds)):
+                o, _ = self.pair((n, seeds[i]), (n, seeds[j]))
+                if o["jaccard"] is not None:
+                    jac.append(o["jaccard"])
+                inb.extend(v for v in (o["a_in_b"], o["b_in_a"]) if v is not None)
+        return jac, inb
+
+    def against(self, n: int, seeds: list[Any], ref: int,
+                ref_seeds: list[Any]) -> tuple[list[float], list[float], list[float]]:
+        """Share of the reference in N, of N in the reference, and the Jaccard, over every (N, s) x (ref, s')
+        pair other than a selection with itself."""
+        ref_in_n, n_in_ref, ref_jac = [], [], []
+        for s in seeds:
+            for s_ref in ref_seeds:
+                if (n, s) == (ref, s_ref):
+                    continue
+                o, forward = self.pair((n, s), (ref, s_ref))
+                a_in_b, b_in_a = (o["a_in_b"], o["b_in_a"]) if forward else (o["b_in_a"], o["a_in_b"])
+                if b_in_a is not None:
+                    ref_in_n.append(b_in_a)
+                if a_in_b is not None:
+                    n_in_ref.append(a_in_b)
+                if o["jaccard"] is not None:
+                    ref_jac.append(o["jaccard"])
+        return ref_in_n, n_in_ref, ref_jac
+
+
 def efficiency_rows(
     selections: Mapping[tuple[int, Any], SelectionLike], *, reference_samples: int | None = None
 ) -> list[dict]:
@@ -158,38 +204,12 @@ def efficiency_rows(
     ref = int(reference_samples) if reference_samples is not None else max(by_n)
     if ref not in by_n:
         raise ValueError(f"reference_samples: no selection with {ref} samples; have {sorted(by_n)}")
-    cache: dict[frozenset, dict] = {}
-
-    def pair(ka: tuple, kb: tuple) -> tuple[dict, bool]:
-        key = frozenset((ka, kb))
-        if key not in cache:
-            cache[key] = {"first": ka, **overlap(selections[ka], selections[kb])}
-        o = cache[key]
-        return o, o["first"] == ka
-
+    overlaps = _PairOverlaps(selections)
     rows = []
     for n in sorted(by_n):
         seeds = by_n[n]
-        jac, inb = [], []
-        for i in range(len(seeds)):
-            for j in range(i + 1, len(seeds)):
-                o, _ = pair((n, seeds[i]), (n, seeds[j]))
-                if o["jaccard"] is not None:
-                    jac.append(o["jaccard"])
-                inb.extend(v for v in (o["a_in_b"], o["b_in_a"]) if v is not None)
-        ref_in_n, n_in_ref, ref_jac = [], [], []
-        for s in seeds:
-            for s_ref in by_n[ref]:
-                if (n, s) == (ref, s_ref):
-                    continue
-                o, forward = pair((n, s), (ref, s_ref))
-                a_in_b, b_in_a = (o["a_in_b"], o["b_in_a"]) if forward else (o["b_in_a"], o["a_in_b"])
-                if b_in_a is not None:
-                    ref_in_n.append(b_in_a)
-                if a_in_b is not None:
-                    n_in_ref.append(a_in_b)
-                if o["jaccard"] is not None:
-                    ref_jac.append(o["jaccard"])
+        jac, inb = overlaps.within(n, seeds)
+        ref_in_n, n_in_ref, ref_jac = overlaps.against(n, seeds, ref, by_n[ref])
         jm, js = mean_std(jac)
         rows.append({
             "num_samples": n,

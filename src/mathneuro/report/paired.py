@@ -35,16 +35,15 @@ or the rule of three when nothing changed), the examples changed each way, and, 
 from __future__ import annotations
 
 import json
-import math
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mathneuro.data.datasets import read_jsonl
 from mathneuro.report.identity import PREFIX, identity_fields, mark_identities
 from mathneuro.report.inference import (
     DEFAULT_RESAMPLES,
@@ -68,6 +67,7 @@ from mathneuro.report.not_made import (
     PROMPTS_DIFFER,
     NotMade,
 )
+from mathneuro.report.point_records import PointRecords, point_records
 from mathneuro.report.prompt_check import prompt_clash
 from mathneuro.report.references import (
     facts_of,
@@ -94,74 +94,6 @@ def paired_differences(edited: Sequence[Mapping[int, float]], reference: Sequenc
     common to every seed and both sides (sorted)."""
     mine, theirs, docs = paired_arrays(edited, reference)
     return mine - theirs, docs
-
-
-# ------------------------------------------------------------------------------------------ records
-def read_records(path: str | Path) -> dict[Any, dict[str, float]]:
-    """``{doc_id: {metric: value}}`` of one ``samples/<task>.jsonl`` (numeric fields only; booleans
-    count as 0/1; a doc_id seen twice keeps the mean of its values). A group's pooled records
-    (with ``subtask``) are keyed by ``(subtask, doc_id)``."""
-    sums: dict[Any, dict[str, list[float]]] = {}
-    for index, item in enumerate(read_jsonl(path, "samples")):
-        try:
-            doc = int(item["doc_id"])
-            if "subtask" in item:
-                doc = (str(item["subtask"]), doc)
-        except (KeyError, TypeError, ValueError) as err:
-            raise ValueError(f"{path}: record {index + 1}: not a per-example record with a doc_id ({err})") from None
-        slot = sums.setdefault(doc, {})
-        for key, value in item.items():
-            if key == "doc_id" or key.endswith("_stderr") or isinstance(value, str):
-                continue
-            if isinstance(value, (bool, int, float)) and math.isfinite(float(value)):
-                slot.setdefault(key, []).append(float(value))
-    return {doc: {k: sum(v) / len(v) for k, v in metrics.items()} for doc, metrics in sums.items()}
-
-
-@dataclass
-class PointRecords:
-    """One sweep point's per-example records: where they are and which tasks they cover."""
-
-    result: Mapping
-    samples_dir: Path
-    baseline_dir: Path | None
-    tasks: dict[str, str]  # task -> side (math / nonmath / "")
-    _cache: dict = field(default_factory=dict)
-
-    def path(self, name: str, *, baseline: bool = False) -> Path | None:
-        """The records file of task ``name`` (the baseline's with ``baseline=True``); None without a folder."""
-        folder = self.baseline_dir if baseline else self.samples_dir
-        return None if folder is None else folder / f"{name}.jsonl"
-
-    def task(self, name: str, *, baseline: bool = False) -> dict[int, dict[str, float]] | None:
-        """Records of task ``name`` (the baseline's with ``baseline=True``); None when absent."""
-        path = self.path(name, baseline=baseline)
-        if path is None:
-            return None
-        if path not in self._cache:
-            self._cache[path] = read_records(path) if path.is_file() else None
-        return self._cache[path]
-
-
-def point_records(result: Mapping) -> PointRecords | None:
-    """Where ``result``'s per-example records are (``results["samples"]``), or None without any."""
-    info = result.get("samples")
-    run_dir = Path(str(result.get("_dir", ".")))
-    if not isinstance(info, Mapping):
-        return None
-    samples_dir = run_dir / str(info.get("dir") or "samples")
-    if not samples_dir.is_dir():
-        return None
-    base = info.get("baseline_dir")
-    baseline_dir = (run_dir / str(base)) if base else None  # an absolute path stays absolute
-    tasks = info.get("tasks")
-    if isinstance(tasks, Mapping) and tasks:
-        names = {str(k): str(v or "") for k, v in tasks.items()}
-    else:
-        names = {p.stem: "" for p in sorted(samples_dir.glob("*.jsonl"))}
-    if not names:
-        return None
-    return PointRecords(result, samples_dir, baseline_dir, names)
 
 
 # ------------------------------------------------------------------------------------------ pairing
@@ -215,17 +147,9 @@ def _load_sources(sources: Any) -> tuple[list[dict], list[str]]:
     return results, notes
 
 
-def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95,
-                  seed: int = 0, margin: float | None = None, families: Sequence[str] = ()) -> PairedReport:
-    """Every edited point against the unedited baseline and its random reference(s): ``random``,
-    ``random(X)`` (``random`` sized by method X) for X, and ``random_neurons`` for ``lape``.
-
-    ``sources``: a sweep directory, a list of run/sweep directories, or results mappings (as
-    :func:`mathneuro.report.load_results` returns them, with ``_dir``). Seeds of the same point are
-    pooled (see the module docstring). Points without per-example records get one note each.
-    ``margin``: equivalence verdicts within +-margin; ``families``: Holm-adjusted decisions per family
-    (:func:`mathneuro.report.inference.parse_family`; see :mod:`mathneuro.report.inference`)."""
-    results, notes = _load_sources(sources)
+def _with_records(results: list[dict], notes: list) -> list[tuple[Mapping, PointRecords]]:
+    """The ``results`` with per-example records, each with its records; a note for each of the others (or one
+    note when none has any)."""
     with_records: list[tuple[Mapping, PointRecords]] = []
     without: list[Mapping] = []
     for result in results:
@@ -238,63 +162,108 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
         if results:
             notes.append(NotMade(NOT_ASKED, f"no per-example records in any of {len(results)} point(s) (run with eval.log_samples=true); "
                                  "no paired comparisons"))
-        return PairedReport([], notes)
+        return []
     for result in without:
         notes.append(NotMade(NO_RECORDS, f"{_job(result)}: no per-example records (eval.log_samples=false?); skipped in paired.csv"))
+    return with_records
 
+
+@dataclass
+class _Points:
+    """The points with records: grouped by every field but the seed, and the random references by name."""
+
+    group_fields: tuple[str, ...]
+    match_fields: tuple[str, ...]
+    groups: dict[tuple, list[tuple[Mapping, PointRecords]]] = field(default_factory=dict)
+    randoms: dict[str, dict[tuple, PointRecords]] = field(default_factory=dict)  # name -> points by match key and seed
+    facts: dict[str, dict] = field(default_factory=dict)  # reference name or method -> its method's facts
+
+
+def _index(with_records: list[tuple[Mapping, PointRecords]]) -> _Points:
+    """:class:`_Points` of ``with_records``: points that differ in a config key stay in different groups."""
     split = mark_identities([r for r, _ in with_records], ("method", "reference", *MATCH_FIELDS))
-    group_fields = ("method", "reference", *MATCH_FIELDS, *split)  # points that differ in a config key stay apart
-    match_fields = (*MATCH_FIELDS, *(f for f in split if not f.startswith(f"{PREFIX}method.")), "seed")
-    groups: dict[tuple, list[tuple[Mapping, PointRecords]]] = {}
-    randoms: dict[str, dict[tuple, PointRecords]] = {}  # reference name -> points by match key and seed
-    facts: dict[str, dict] = {}  # reference name or method -> its method's facts
+    points = _Points(("method", "reference", *MATCH_FIELDS, *split),
+                     (*MATCH_FIELDS, *(f for f in split if not f.startswith(f"{PREFIX}method.")), "seed"))
     for result, recs in with_records:
         point = result.get("point") or {}
-        groups.setdefault(_group_key(point, group_fields), []).append((result, recs))
+        points.groups.setdefault(_group_key(point, points.group_fields), []).append((result, recs))
         own = facts_of(result)
-        facts.setdefault(str(point.get("method")), own)
+        points.facts.setdefault(str(point.get("method")), own)
         name = reference_name(point, own)
         if name is not None:
-            facts.setdefault(name, own)
-            randoms.setdefault(name, {})[_group_key(point, match_fields)] = recs
-    rows: list[dict] = []
-    for gkey in sorted(groups, key=lambda k: tuple(_sort_value(v) for v in k)):
-        members = sorted(groups[gkey], key=lambda m: _sort_value((m[0].get("point") or {}).get("seed")))
-        point = dict(members[0][0].get("point") or {})
-        label = " ".join(f"{f}={point.get(f)}" for f in group_fields if f != "reference" or point.get(f))
-        own_name = reference_name(point, facts.get(str(point.get("method"))))
-        if own_name is not None:
-            point["method"] = own_name  # random(wanda) apart from random in the rows
-        # baseline: every seed against the unedited model's records
-        pairs_base = [(recs, None) for _, recs in members if recs.baseline_dir is not None and recs.baseline_dir.is_dir()]
-        unnamed = sum(1 for _, recs in members if recs.baseline_dir is None)
-        if unnamed:
-            notes.append(NotMade(NO_BASELINE, f"{label}: {unnamed} seed(s) name no baseline_dir; not compared with the baseline"))
-        gone = [recs.baseline_dir for _, recs in members if recs.baseline_dir is not None and not recs.baseline_dir.is_dir()]
-        if gone:
-            notes.append(NotMade(NO_BASELINE, f"{label}: the unedited model's records of {len(gone)} seed(s) are gone from {gone[0]} (a sweep "
-                         "written by mathneuro 0.1 kept them in the cache: cleared, or the folder moved); not compared with "
-                         "the baseline"))
-        rows += _compare(point, BASELINE, pairs_base, resamples, confidence, seed, notes, label, margin)
-        if own_name is not None:
+            points.facts.setdefault(name, own)
+            points.randoms.setdefault(name, {})[_group_key(point, points.match_fields)] = recs
+    return points
+
+
+def _baseline_pairs(members: list[tuple[Mapping, PointRecords]], label: str,
+                    notes: list) -> list[tuple[PointRecords, None]]:
+    """Every seed of ``members`` whose unedited model's records are there, to compare with them; a note for
+    the seeds that name none or whose records are gone."""
+    pairs = [(recs, None) for _, recs in members if recs.baseline_dir is not None and recs.baseline_dir.is_dir()]
+    unnamed = sum(1 for _, recs in members if recs.baseline_dir is None)
+    if unnamed:
+        notes.append(NotMade(NO_BASELINE, f"{label}: {unnamed} seed(s) name no baseline_dir; not compared with the baseline"))
+    gone = [recs.baseline_dir for _, recs in members if recs.baseline_dir is not None and not recs.baseline_dir.is_dir()]
+    if gone:
+        notes.append(NotMade(NO_BASELINE, f"{label}: the unedited model's records of {len(gone)} seed(s) are gone from {gone[0]} (a sweep "
+                     "written by mathneuro 0.1 kept them in the cache: cleared, or the folder moved); not compared with "
+                     "the baseline"))
+    return pairs
+
+
+def _group_rows(members: list[tuple[Mapping, PointRecords]], points: _Points, compare: Callable[..., list[dict]],
+                notes: list) -> list[dict]:
+    """Rows of one group (its seeds in ``members``) against the baseline and, for an edited point, each random
+    reference that serves its method."""
+    point = dict(members[0][0].get("point") or {})
+    label = " ".join(f"{f}={point.get(f)}" for f in points.group_fields if f != "reference" or point.get(f))
+    own_name = reference_name(point, points.facts.get(str(point.get("method"))))
+    if own_name is not None:
+        point["method"] = own_name  # random(wanda) apart from random in the rows
+    rows = compare(point, BASELINE, _baseline_pairs(members, label, notes), label=label)
+    if own_name is not None:
+        return rows
+    for name in sorted(points.randoms, key=lambda n: ("(" in n, n)):  # random, random_neurons, then random(X)
+        if not serves(name, point.get("method"), points.facts[name]):
             continue
-        for name in sorted(randoms, key=lambda n: ("(" in n, n)):  # random, random_neurons, then random(X)
-            if not serves(name, point.get("method"), facts[name]):
-                continue
-            pairs_rand = []
-            for result, recs in members:
-                ref = randoms[name].get(_group_key(result.get("point") or {}, match_fields))
-                if ref is not None:
-                    pairs_rand.append((recs, ref))
-            if not pairs_rand:
-                if randoms[name]:
-                    notes.append(NotMade(NO_REFERENCE, f"{label}: no {name} point with per-example records at the same top-K, seed and "
-                                 f"filter; not compared with {name}"))
-                continue
-            rows += _compare(point, name, pairs_rand, resamples, confidence, seed, notes, label, margin)
-    if not randoms:
+        pairs_rand = []
+        for result, recs in members:
+            ref = points.randoms[name].get(_group_key(result.get("point") or {}, points.match_fields))
+            if ref is not None:
+                pairs_rand.append((recs, ref))
+        if not pairs_rand:
+            if points.randoms[name]:
+                notes.append(NotMade(NO_REFERENCE, f"{label}: no {name} point with per-example records at the same top-K, seed and "
+                             f"filter; not compared with {name}"))
+            continue
+        rows += compare(point, name, pairs_rand, label=label)
+    return rows
+
+
+def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95,
+                  seed: int = 0, margin: float | None = None, families: Sequence[str] = ()) -> PairedReport:
+    """Every edited point against the unedited baseline and its random reference(s): ``random``,
+    ``random(X)`` (``random`` sized by method X) for X, and ``random_neurons`` for ``lape``.
+
+    ``sources``: a sweep directory, a list of run/sweep directories, or results mappings (as
+    :func:`mathneuro.report.load_results` returns them, with ``_dir``). Seeds of the same point are
+    pooled (see the module docstring). Points without per-example records get one note each.
+    ``margin``: equivalence verdicts within +-margin; ``families``: Holm-adjusted decisions per family
+    (:func:`mathneuro.report.inference.parse_family`; see :mod:`mathneuro.report.inference`)."""
+    results, notes = _load_sources(sources)
+    with_records = _with_records(results, notes)
+    if not with_records:
+        return PairedReport([], notes)
+    points = _index(with_records)
+    compare = partial(_compare, resamples=resamples, confidence=confidence, seed=seed, notes=notes, margin=margin)
+    rows: list[dict] = []
+    for gkey in sorted(points.groups, key=lambda k: tuple(_sort_value(v) for v in k)):
+        members = sorted(points.groups[gkey], key=lambda m: _sort_value((m[0].get("point") or {}).get("seed")))
+        rows += _group_rows(members, points, compare, notes)
+    if not points.randoms:
         notes.append(NotMade(NO_REFERENCE, "no random points with per-example records: edited points are compared with the baseline only"))
-    notes += [NotMade(NO_REFERENCE, n) for n in missing_own_size_references(groups, randoms, facts)]
+    notes += [NotMade(NO_REFERENCE, n) for n in missing_own_size_references(points.groups, points.randoms, points.facts)]
     return PairedReport(apply_holm(rows, families), notes)
 
 

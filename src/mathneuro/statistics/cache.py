@@ -195,6 +195,50 @@ class StatisticsCache:
         return FileLock(self.root / "locks" / f"{key}.lock", stale_after=self.lock_stale_after)
 
 
+
+def _look_up(cache: StatisticsCache, keys: dict[str, str], modules_of: dict[str, list[str]], num_samples: int,
+             found: dict[str, Statistics], source: dict[str, str], missing_source: str) -> None:
+    """Fills ``found`` and ``source`` with the kinds not yet in ``found`` that ``cache`` holds (``missing_source``:
+    the source of those not in memory)."""
+    for kind, key in keys.items():
+        if kind in found:
+            continue
+        in_memory = cache.in_memory(key)
+        stats = cache.load(key, kind=kind, modules=modules_of[kind], num_samples=num_samples)
+        if stats is not None:
+            found[kind] = stats
+            source[kind] = "memory" if in_memory else missing_source
+            cache.hits += 1
+
+
+def _acquire(locks: list[FileLock]) -> None:
+    """Acquires ``locks`` in their order, so two jobs never hold one each of two keys; a lock whose file cannot
+    be created is left out of ``locks`` (the computation goes on without it)."""
+    for lock in list(locks):
+        try:
+            lock.acquire()
+        except OSError as exc:  # cannot even create a lock file there: compute without it
+            log.warning("statistics cache: cannot lock %s (%s); computing without the lock", exc.filename,
+                        exc.strerror or exc)
+            locks.remove(lock)
+
+
+def _store(cache: StatisticsCache, computed: dict[str, Statistics], keys: dict[str, str],
+           checkpoint: PassCheckpoint | None, found: dict[str, Statistics], source: dict[str, str],
+           resumed: dict[str, int] | None) -> None:
+    """Stores the ``computed`` statistics under their ``keys`` and adds them to ``found`` and ``source`` (and to
+    ``resumed``, the batches they took from ``checkpoint``), then deletes the pass's checkpoint."""
+    for kind, stats in computed.items():
+        stats.meta["key"] = keys[kind]
+        cache.save(keys[kind], stats)
+        found[kind] = stats
+        source[kind] = "computed"
+        if checkpoint is not None and checkpoint.resumed_from and resumed is not None:
+            resumed[kind] = checkpoint.resumed_from
+    if checkpoint is not None:
+        checkpoint.clear()
+
+
 def cached_statistics(
     cache: StatisticsCache,
     model: torch.nn.Module,
@@ -229,32 +273,14 @@ def cached_statistics(
     }
     found: dict[str, Statistics] = {}
     source: dict[str, str] = {}
-
-    def lookup(missing_source: str) -> None:
-        for kind, key in keys.items():
-            if kind in found:
-                continue
-            in_memory = cache.in_memory(key)
-            stats = cache.load(key, kind=kind, modules=modules_of[kind], num_samples=len(texts))
-            if stats is not None:
-                found[kind] = stats
-                source[kind] = "memory" if in_memory else missing_source
-                cache.hits += 1
-
-    lookup("disk")
+    _look_up(cache, keys, modules_of, len(texts), found, source, "disk")
     missing = [k for k in kinds if k not in found]
     if missing:
         locks = [lock for lock in (cache.lock(keys[k]) for k in sorted(missing, key=keys.get)) if lock is not None]
         try:
-            for lock in list(locks):  # in key order, so two jobs never hold one each of two keys
-                try:
-                    lock.acquire()
-                except OSError as exc:  # cannot even create a lock file there: compute without it
-                    log.warning("statistics cache: cannot lock %s (%s); computing without the lock", exc.filename,
-                                exc.strerror or exc)
-                    locks.remove(lock)
-            if any(lock.waited for lock in locks):
-                lookup("waited")  # whoever held the lock has probably just written the entry
+            _acquire(locks)  # in key order
+            if any(lock.waited for lock in locks):  # whoever held the lock has probably just written the entry
+                _look_up(cache, keys, modules_of, len(texts), found, source, "waited")
             missing = [k for k in kinds if k not in found]
             if missing:
                 cache.misses += len(missing)
@@ -264,15 +290,7 @@ def cached_statistics(
                     batch_size=batch_size, max_length=max_length, progress=progress, desc=desc,
                     checkpoint=checkpoint,
                 )
-                for kind, stats in computed.items():
-                    stats.meta["key"] = keys[kind]
-                    cache.save(keys[kind], stats)
-                    found[kind] = stats
-                    source[kind] = "computed"
-                    if checkpoint is not None and checkpoint.resumed_from and resumed is not None:
-                        resumed[kind] = checkpoint.resumed_from
-                if checkpoint is not None:
-                    checkpoint.clear()
+                _store(cache, computed, keys, checkpoint, found, source, resumed)
         finally:
             for lock in reversed(locks):
                 lock.release()

@@ -24,20 +24,20 @@ import contextlib
 import hashlib
 import json
 import logging
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from mathneuro.util.attached import PerModel
 from mathneuro.util.io import write_json_atomic
 
 log = logging.getLogger("mathneuro")
 
 JOURNAL_VERSION = 1
 JOURNAL_DIR = "batches"  # the journal's folder inside a task store's folder
-_JOURNALS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_JOURNALS: PerModel[BatchJournal] = PerModel()
 
 
 def _tensor_digest(h: Any, tensor: torch.Tensor | None) -> None:
@@ -115,15 +115,12 @@ class BatchJournal:
 def attach_batch_journal(model: torch.nn.Module, journal: BatchJournal | None) -> None:
     """Make ``journal`` the batch journal of ``model`` (None: none) for every wrapper of that model object, for as
     long as the model lives (the ``mathneuro-hf`` backend's ``journal=`` option; :func:`journaling` for a block)."""
-    if journal is None:
-        _JOURNALS.pop(model, None)
-    else:
-        _JOURNALS[model] = journal
+    _JOURNALS.attach(model, journal)
 
 
 def batch_journal_of(model: torch.nn.Module) -> BatchJournal | None:
     """The journal attached to ``model``, if any."""
-    return _JOURNALS.get(model)
+    return _JOURNALS.of(model)
 
 
 @contextlib.contextmanager
@@ -135,15 +132,13 @@ def journaling(model: torch.nn.Module, folder: str | Path | None, machine: str =
     if folder is None:
         yield None
         return
-    previous = _JOURNALS.get(model)
-    journal = _JOURNALS[model] = BatchJournal(folder, machine)
+    previous = _JOURNALS.of(model)
+    journal = BatchJournal(folder, machine)
+    _JOURNALS.attach(model, journal)
     try:
         yield journal
     finally:
-        if previous is None:
-            _JOURNALS.pop(model, None)
-        else:
-            _JOURNALS[model] = previous
+        _JOURNALS.attach(model, previous)
 
 
 __all__ = ["JOURNAL_DIR", "BatchJournal", "attach_batch_journal", "batch_journal_of", "journaling"]

@@ -146,65 +146,79 @@ def refill_size(slots: int) -> int:
     return max(1, -(-slots // 4))
 
 
-@torch.no_grad()
-def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, plen: int, prefix_cache, *,
-                  budget: int, eos: set[int], watch: StopWatch, drafts: Sequence[RowDraft | None] | None = None,
-                  planner: DraftPlanner | None = None, window: int | None = None,
-                  autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
-                  slots: int | None = None) -> tuple[list[list[int]], DecodeCounts]:
-    """Greedy tokens of every row of ``ids`` (``[prefix | pads | suffix]``, ``mask`` its attention mask)
-    after the ``plen`` tokens in ``prefix_cache`` (a cache of one row, copied for each; ``plen`` 0,
-    ``prefix_cache`` None: no shared prefix; ``ids`` are the left-padded prompts), at most ``budget`` per
-    row; with ``drafts`` (one per row, or None) and a ``planner``, verified in drafted passes.
-    ``window``: the model's sliding window, if any. ``slots``: the most rows decoding at once (None:
-    every row from the start); with fewer slots than rows, waiting rows join the batch as rows finish
-    (continuous batching), so that a row finishing early frees its slot for the next."""
-    n = ids.shape[0]
-    device = ids.device
-    drafts = list(drafts) if drafts is not None and planner is not None else [None] * n
-    counts = DecodeCounts(rows_drafted=sum(d is not None and bool(d.answer) for d in drafts))
-    generated: list[list[int]] = [[] for _ in range(n)]
-    cache_arg = cache_kwarg(model)
-    # logits of the verified positions only, as an index tensor (see generation.last_positions)
-    positions_kwarg = _takes_logits_to_keep(model)
+class _Decoder:
+    """One greedy decoding of a batch: every row's tokens so far, the counts, and the pass that advances a set
+    of live rows (:meth:`step`)."""
 
-    def step(live: _Live) -> None:
-        """One pass over ``live``'s rows; the rows that finish leave it."""
-        alive, lead_ids, lead_mask, lead_pos = live.rows, live.lead_ids, live.lead_mask, live.lead_pos
-        lead_width = lead_ids.shape[1]
+    def __init__(self, model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, *, budget: int,
+                 eos: set[int], watch: StopWatch, drafts: Sequence[RowDraft | None] | None,
+                 planner: DraftPlanner | None, window: int | None,
+                 autocast: Callable[[], contextlib.AbstractContextManager]) -> None:
+        n = ids.shape[0]
+        self.model, self.ids, self.mask, self.device = model, ids, mask, ids.device
+        self.budget, self.eos, self.watch, self.window, self.autocast = budget, eos, watch, window, autocast
+        self.planner = planner
+        self.drafts = list(drafts) if drafts is not None and planner is not None else [None] * n
+        self.counts = DecodeCounts(rows_drafted=sum(d is not None and bool(d.answer) for d in self.drafts))
+        self.generated: list[list[int]] = [[] for _ in range(n)]
+        self.cache_arg = cache_kwarg(model)
+        # logits of the verified positions only, as an index tensor (see generation.last_positions)
+        self.positions_kwarg = _takes_logits_to_keep(model)
+
+    def proposals(self, live: _Live) -> list[list[int]]:
+        """The tokens each of ``live``'s rows proposes in its next pass, as the planner sizes them (none for rows
+        without a draft)."""
+        alive, drafts, generated, budget = live.rows, self.drafts, self.generated, self.budget
         lengths = [0] * len(alive)
         if any(drafts[row] is not None for row in alive):
+            lead_width = live.lead_ids.shape[1]
             room = 1 << 30
-            if window is not None:  # every column fed stays inside the window (pads and rejected tokens too)
-                room = window - live.cache_mask.shape[1] - lead_width - max(budget - len(generated[r]) for r in alive)
+            if self.window is not None:  # every column fed stays inside the window (pads and rejected tokens too)
+                room = (self.window - live.cache_mask.shape[1] - lead_width
+                        - max(budget - len(generated[r]) for r in alive))
             rows = [(drafts[r].kind, min(drafts[r].available(), budget - len(generated[r]) - 1))
                     if drafts[r] is not None else (None, 0) for r in alive]
-            lengths = planner.plan(rows, lead_width, room)
-        proposals = [drafts[row].proposal(k) if k > 0 else [] for row, k in zip(alive, lengths, strict=True)]
-        width = max(len(p) for p in proposals)
-        step_ids, step_mask, step_pos = lead_ids, lead_mask, lead_pos
-        last_pos = lead_pos[:, -1:]
-        if width:
-            block = lead_ids[:, -1:].repeat(1, width)  # filler for rows that propose fewer (masked out)
-            block_mask = torch.zeros((len(alive), width), dtype=mask.dtype, device=device)
-            for slot, proposal in enumerate(proposals):
-                if proposal:
-                    block[slot, :len(proposal)] = torch.tensor(proposal, dtype=block.dtype, device=device)
-                    block_mask[slot, :len(proposal)] = 1
-            offsets = torch.arange(1, width + 1, device=device)[None, :]
-            own = torch.tensor([len(p) for p in proposals], device=device)[:, None]
-            block_pos = last_pos + torch.minimum(offsets, own.clamp(min=1))
-            step_ids = torch.cat([lead_ids, block], dim=1)
-            step_mask = torch.cat([lead_mask, block_mask], dim=1)
-            step_pos = torch.cat([lead_pos, block_pos], dim=1)
-        fed = step_ids.shape[1]
-        keep_logits = {"logits_to_keep": torch.arange(lead_width - 1, fed, device=device)} if positions_kwarg else {}
-        with autocast():
-            result = model(input_ids=step_ids, attention_mask=torch.cat([live.cache_mask, step_mask], dim=1),
-                           position_ids=step_pos, use_cache=True, **{cache_arg: live.cache}, **keep_logits)
-        cache = returned_cache(result)
-        choices = result.logits[:, -(width + 1):, :].argmax(dim=-1).tolist()
-        counts.passes += 1
+            lengths = self.planner.plan(rows, lead_width, room)
+        return [drafts[row].proposal(k) if k > 0 else [] for row, k in zip(alive, lengths, strict=True)]
+
+    def fed(self, live: _Live, proposals: list[list[int]], width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The ids, attention mask and position ids of a pass: each row's lead, then (``width`` > 0) its
+        proposal, padded to ``width`` with filler that is masked out."""
+        lead_ids, lead_mask, lead_pos = live.lead_ids, live.lead_mask, live.lead_pos
+        if not width:
+            return lead_ids, lead_mask, lead_pos
+        device = self.device
+        block = lead_ids[:, -1:].repeat(1, width)  # filler for rows that propose fewer (masked out)
+        block_mask = torch.zeros((len(proposals), width), dtype=self.mask.dtype, device=device)
+        for slot, proposal in enumerate(proposals):
+            if proposal:
+                block[slot, :len(proposal)] = torch.tensor(proposal, dtype=block.dtype, device=device)
+                block_mask[slot, :len(proposal)] = 1
+        offsets = torch.arange(1, width + 1, device=device)[None, :]
+        own = torch.tensor([len(p) for p in proposals], device=device)[:, None]
+        block_pos = lead_pos[:, -1:] + torch.minimum(offsets, own.clamp(min=1))
+        return (torch.cat([lead_ids, block], dim=1), torch.cat([lead_mask, block_mask], dim=1),
+                torch.cat([lead_pos, block_pos], dim=1))
+
+    def forward(self, live: _Live, step_ids: torch.Tensor, step_mask: torch.Tensor, step_pos: torch.Tensor,
+                width: int) -> tuple[Any, list[list[int]]]:
+        """One pass of the model over ``step_ids`` after ``live``'s cache: the returned cache, and each row's
+        argmax at its last lead position and at each of the ``width`` proposed ones."""
+        lead_width = live.lead_ids.shape[1]
+        keep_logits = ({"logits_to_keep": torch.arange(lead_width - 1, step_ids.shape[1], device=self.device)}
+                       if self.positions_kwarg else {})
+        with self.autocast():
+            result = self.model(input_ids=step_ids, attention_mask=torch.cat([live.cache_mask, step_mask], dim=1),
+                                position_ids=step_pos, use_cache=True, **{self.cache_arg: live.cache}, **keep_logits)
+        self.counts.passes += 1
+        return returned_cache(result), result.logits[:, -(width + 1):, :].argmax(dim=-1).tolist()
+
+    def accept(self, alive: list[int], proposals: list[list[int]], choices: list[list[int]],
+               lead_width: int) -> tuple[list[int], list[int]]:
+        """Appends to each row its accepted proposed tokens and the model's next one, up to where the row finishes;
+        the slots of the rows that go on, and how many of the pass's columns each of them keeps."""
+        counts, generated, drafts, planner = self.counts, self.generated, self.drafts, self.planner
+        eos, watch, budget = self.eos, self.watch, self.budget
         keep, kept_columns = [], []
         for slot, row in enumerate(alive):
             proposal, own = proposals[slot], choices[slot]
@@ -229,16 +243,22 @@ def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
             if not finished:
                 keep.append(slot)
                 kept_columns.append(lead_width + accepted)
-        if not keep:
-            live.rows, live.cache = [], None
-            return
+        return keep, kept_columns
+
+    def carry(self, live: _Live, cache: Any, step_mask: torch.Tensor, keep: list[int], kept_columns: list[int]) -> None:
+        """``live`` after a pass that fed ``step_mask``'s columns: the rows in ``keep`` only, the columns no row
+        kept cropped from ``cache``, each row's rejected proposals masked, its last token the next lead."""
+        device, alive = self.device, live.rows
+        lead_width, last_pos = live.lead_ids.shape[1], live.lead_pos[:, -1:]
+        fed = step_mask.shape[1]
         columns = max(kept_columns)
         if columns < fed:
             cache.crop(columns - fed)
         step_mask = step_mask[:, :columns].clone()
         for slot, kept in zip(keep, kept_columns, strict=True):
             step_mask[slot, kept:] = 0  # this row's rejected proposals (or pads), kept in the cache for others
-        last_token = torch.tensor([generated[alive[slot]][-1] for slot in keep], dtype=ids.dtype, device=device)
+        last_token = torch.tensor([self.generated[alive[slot]][-1] for slot in keep], dtype=self.ids.dtype,
+                                  device=device)
         accepted_now = torch.tensor([k - lead_width for k in kept_columns], device=device)
         sel = torch.tensor(keep, device=device)
         if len(keep) < len(alive):
@@ -246,33 +266,65 @@ def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
         live.cache = cache
         live.cache_mask = torch.cat([live.cache_mask, step_mask], dim=1)[sel]
         live.lead_pos = last_pos[sel] + 1 + accepted_now[:, None]
-        live.lead_ids, live.lead_mask = last_token[:, None], torch.ones_like(live.lead_pos, dtype=mask.dtype)
+        live.lead_ids, live.lead_mask = last_token[:, None], torch.ones_like(live.lead_pos, dtype=self.mask.dtype)
         live.rows = [alive[slot] for slot in keep]
 
-    slots = n if slots is None else max(1, min(int(slots), n))
-    waiting = list(range(n))
-    live: _Live | None = None
-    while live is not None or waiting:
-        free = slots - (len(live.rows) if live is not None else 0)
-        if waiting and (live is None or free >= min(refill_size(slots), len(waiting))):
-            joining = _admit(waiting[:free], ids, mask, plen, prefix_cache)
-            waiting = waiting[free:]
-            step(joining)  # the joining rows' prompt pass on its own, then one batch with the rest
-            if not joining.rows:
+    def step(self, live: _Live) -> None:
+        """One pass over ``live``'s rows; the rows that finish leave it."""
+        proposals = self.proposals(live)
+        width = max(len(p) for p in proposals)
+        step_ids, step_mask, step_pos = self.fed(live, proposals, width)
+        cache, choices = self.forward(live, step_ids, step_mask, step_pos, width)
+        keep, kept_columns = self.accept(live.rows, proposals, choices, live.lead_ids.shape[1])
+        if not keep:
+            live.rows, live.cache = [], None
+            return
+        self.carry(live, cache, step_mask, keep, kept_columns)
+
+    def run(self, plen: int, prefix_cache: Any, slots: int) -> None:
+        """Decodes every row, at most ``slots`` at once: waiting rows join as rows finish (see :func:`refill_size`)."""
+        waiting = list(range(self.ids.shape[0]))
+        live: _Live | None = None
+        while live is not None or waiting:
+            free = slots - (len(live.rows) if live is not None else 0)
+            if waiting and (live is None or free >= min(refill_size(slots), len(waiting))):
+                joining = _admit(waiting[:free], self.ids, self.mask, plen, prefix_cache)
+                waiting = waiting[free:]
+                self.step(joining)  # the joining rows' prompt pass on its own, then one batch with the rest
+                if not joining.rows:
+                    continue
+                if live is None:
+                    live = joining
+                elif can_merge(live.cache) and can_merge(joining.cache):
+                    self.counts.joined += len(joining.rows)
+                    live = _merge(live, joining)
+                else:  # a cache whose rows cannot be joined: the joining rows finish on their own
+                    while joining.rows:
+                        self.step(joining)
                 continue
-            if live is None:
-                live = joining
-            elif can_merge(live.cache) and can_merge(joining.cache):
-                counts.joined += len(joining.rows)
-                live = _merge(live, joining)
-            else:  # a cache whose rows cannot be joined: the joining rows finish on their own
-                while joining.rows:
-                    step(joining)
-            continue
-        step(live)
-        if not live.rows:
-            live = None
-    return generated, counts
+            self.step(live)
+            if not live.rows:
+                live = None
+
+
+@torch.no_grad()
+def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, plen: int, prefix_cache, *,
+                  budget: int, eos: set[int], watch: StopWatch, drafts: Sequence[RowDraft | None] | None = None,
+                  planner: DraftPlanner | None = None, window: int | None = None,
+                  autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+                  slots: int | None = None) -> tuple[list[list[int]], DecodeCounts]:
+    """Greedy tokens of every row of ``ids`` (``[prefix | pads | suffix]``, ``mask`` its attention mask)
+    after the ``plen`` tokens in ``prefix_cache`` (a cache of one row, copied for each; ``plen`` 0,
+    ``prefix_cache`` None: no shared prefix; ``ids`` are the left-padded prompts), at most ``budget`` per
+    row; with ``drafts`` (one per row, or None) and a ``planner``, verified in drafted passes.
+    ``window``: the model's sliding window, if any. ``slots``: the most rows decoding at once (None:
+    every row from the start); with fewer slots than rows, waiting rows join the batch as rows finish
+    (continuous batching), so that a row finishing early frees its slot for the next."""
+    n = ids.shape[0]
+    decoder = _Decoder(model, ids, mask, budget=budget, eos=eos, watch=watch, drafts=drafts, planner=planner,
+                       window=window, autocast=autocast)
+    decoder.run(plen, prefix_cache, n if slots is None else max(1, min(int(slots), n)))
+    return decoder.generated, decoder.counts
 
 
 __all__ = ["DecodeCounts", "can_merge", "greedy_decode", "max_logit_positions", "refill_size", "sliding_window", "token_cost"]

@@ -30,7 +30,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,13 +38,14 @@ from typing import Any
 import torch
 
 from mathneuro.evaluation.task_table import TASKS
+from mathneuro.util.attached import PerModel
 from mathneuro.util.io import write_json_atomic
 
 log = logging.getLogger("mathneuro")
 
 DRAFT_MODES = ("baseline", "none")
 STORE_VERSION = 1
-_STORES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_STORES: PerModel[DraftStore] = PerModel()
 
 
 @dataclass
@@ -182,15 +182,12 @@ class DraftStore:
 
 def attach_draft_store(model: torch.nn.Module, store: DraftStore | None) -> None:
     """Make ``store`` the draft store of ``model`` (None: none) for every wrapper of that model object."""
-    if store is None:
-        _STORES.pop(model, None)
-    else:
-        _STORES[model] = store
+    _STORES.attach(model, store)
 
 
 def draft_store_of(model: torch.nn.Module) -> DraftStore | None:
     """The draft store attached to ``model``, if any."""
-    return _STORES.get(model)
+    return _STORES.of(model)
 
 
 def may_generate(eval_cfg: Any) -> bool:
