@@ -10,7 +10,8 @@ import pytest
 
 from mathneuro.evaluation.decoding.draft_seed import recorded_answers
 from mathneuro.pipeline import workbench
-from mathneuro.pipeline.runner import BASELINE_RECORDS, run_point
+from mathneuro.pipeline.runner import run_point
+from mathneuro.pipeline.stages import BASELINE_RECORDS
 from tests.lm_eval_tasks import write_zero_shot_task, zero_shot_overrides
 from tests.test_drafts import responses, sweep_cfg
 

@@ -288,7 +288,7 @@ def test_an_interrupted_save_leaves_no_entry(tmp_path, monkeypatch):
 
 def test_damaged_baseline_entry_is_recomputed_rewritten_and_then_read(tmp_path, caplog):
     from mathneuro.models import model_identity
-    from mathneuro.pipeline.runner import Workbench
+    from mathneuro.pipeline.workbench import Workbench
 
     model, tok = tiny_model("llama")
     eval_cfg = OmegaConf.to_object(compose_cfg(["eval=quick", "eval.limit=2", "progress=false"])).eval

@@ -11,9 +11,8 @@ from omegaconf import OmegaConf
 
 from mathneuro.data import DatasetConfig
 from mathneuro.methods import Selection, mathneuro_selection
-from mathneuro.methods.registry import resolve_method
 from mathneuro.models.targets import find_target_linears, weight_parameters
-from mathneuro.pipeline.config import ConfigError
+from mathneuro.pipeline.config import ConfigError, validate
 from mathneuro.pipeline.point import Point, with_method
 from mathneuro.pipeline.runner import run_point
 from mathneuro.pipeline.workbench import get_workbench
@@ -49,9 +48,9 @@ def test_two_filter_sets_subtract_the_union_and_are_reported_apart(tiny_dir, tmp
     assert len(both["sample_ids_hash"]["filter"].split("+")) == 2
 
     # the selection is the task's top-K minus the union of both filter sets' top-K, recomputed here
-    spec, method_cfg = resolve_method(cfg.method)
+    plugins = validate(cfg)
     bench = get_workbench(cfg)
-    point = Point(with_method(cfg, method_cfg), spec, tmp_path / "x", bench=bench)
+    point = Point(with_method(cfg, plugins.method_cfg), plugins, tmp_path / "x", bench=bench)
     stats = {s.name: bench.statistics(s, ("linear_inputs",), targets=point.targets, max_length=cfg.max_length,
                                       batch_size=cfg.batch_size, progress=False)[0]["linear_inputs"]
              for s in [point.task, *point.filters]}

@@ -5,7 +5,8 @@ Registered in Hydra's ConfigStore as the schema of ``conf/config.yaml`` and of e
 :func:`mathneuro.methods.registry.resolve_method` and ``intervention`` per intervention by
 :func:`mathneuro.edit.interventions.registry.resolve_intervention`.
 :func:`validate` checks values OmegaConf's types cannot (ranges, names) and raises
-:class:`ConfigError` with one line naming the key and what is allowed.
+:class:`ConfigError` with one line naming the key and what is allowed; it returns the method and the
+intervention it resolved (:class:`Plugins`), so that a point resolves each once.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from omegaconf import MISSING, OmegaConf
 
 from mathneuro.data.datasets import DatasetConfig
 from mathneuro.edit.interventions.registry import default_intervention_node, resolve_intervention
+from mathneuro.edit.interventions.spec import InterventionSpec
 from mathneuro.evaluation import EvalConfig
 from mathneuro.evaluation.task_metrics import check_metric_key
 from mathneuro.methods.registry import default_method_node, resolve_method
+from mathneuro.methods.spec import MethodSpec
 from mathneuro.methods.topk import check_fraction
 from mathneuro.models.embedded import cache_root
 from mathneuro.pipeline.errors import ConfigError
@@ -128,22 +131,33 @@ class Config:
     cache_dir: str = "${mathneuro_cache_root:}"  # mathneuro.models.embedded.cache_root(): $MATHNEURO_CACHE, else ~/.cache/mathneuro
 
 
+@dataclass(frozen=True)
+class Plugins:
+    """A point's method and intervention as :func:`validate` resolved them: each one's spec and typed config."""
+
+    method: MethodSpec
+    method_cfg: Any
+    intervention: InterventionSpec
+    intervention_cfg: Any
+
+
 def _allowed(key: str, value: Any, allowed: tuple) -> None:
     if value not in allowed:
         raise ConfigError(f"{key}: unknown value {value!r}; allowed: {', '.join(map(str, allowed))}")
 
 
-def validate(cfg: Any) -> None:
-    """Check every value a type cannot; raise ConfigError naming the first bad key."""
+def validate(cfg: Any) -> Plugins:
+    """Check every value a type cannot; raise ConfigError naming the first bad key. Return the method and
+    the intervention ``cfg`` names, resolved (each once)."""
     try:
-        _check(cfg)
+        return _check(cfg)
     except ConfigError:
         raise
     except ValueError as exc:  # the library's own checks name the key too
         raise ConfigError(str(exc)) from None
 
 
-def _check(cfg: Any) -> None:
+def _check(cfg: Any) -> Plugins:
     check_fraction(cfg.top_k, "top_k")
     if cfg.num_samples < 1:
         raise ConfigError(f"num_samples: must be >= 1, got {cfg.num_samples}")
@@ -153,8 +167,7 @@ def _check(cfg: Any) -> None:
         raise ConfigError(f"checkpoint_every_s: must be >= 0 seconds, got {cfg.checkpoint_every_s!r}")
     if cfg.max_length < 1:
         raise ConfigError(f"max_length: must be >= 1, got {cfg.max_length}")
-    resolve_method(cfg.method)
-    resolve_intervention(cfg.intervention)
+    plugins = Plugins(*resolve_method(cfg.method), *resolve_intervention(cfg.intervention))
     _allowed("model.dtype", cfg.model.dtype, DTYPES)
     device = str(cfg.model.device)
     if not (device in ("auto", "cpu", "cuda", "mps") or device.startswith("cuda:")):
@@ -189,6 +202,7 @@ def _check(cfg: Any) -> None:
     for key in ("metric", "constraint"):  # a misnamed one would make every trial's objective NaN, or unconstrained
         if getattr(cfg.objective, key):
             check_metric_key(f"objective.{key}", str(getattr(cfg.objective, key)), cfg.eval)
+    return plugins
 
 
 #: Schemas of single groups, for a user's own group file (``defaults: [/model_schema@_here_, _self_]``).
@@ -206,6 +220,14 @@ def own_settings(node: Any, resolve: Any) -> Any:
     try:
         spec, _ = resolve(node)
     except Exception:  # noqa: BLE001 - a plugin that does not resolve: keep its node as given
+        return node
+    return settings_of(node, spec)
+
+
+def settings_of(node: Any, spec: MethodSpec | InterventionSpec) -> Any:
+    """A ``method`` / ``intervention`` node (a plain dict) cut to the keys of ``spec``, the plugin it names
+    (``name``, ``_target_`` and its own settings); a node that is no dict is returned as it is."""
+    if not isinstance(node, dict):
         return node
     own = set(spec.settings()) | {"name", "_target_"}
     return {k: v for k, v in node.items() if k in own}

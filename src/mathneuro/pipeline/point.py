@@ -1,9 +1,12 @@
-"""One sweep point while it runs: its config, its method, the loaded model and its samples.
+"""One sweep point while it runs: its config, its method and intervention, the loaded model and its samples.
 
-A :class:`Point` is built once per point and asked for everything the runner needs: the samples
+A :class:`Point` is built once per point, at the start of :func:`mathneuro.pipeline.runner.run_point`,
+from its checked config and its method and intervention resolved once
+(:class:`~mathneuro.pipeline.config.Plugins`), and asked for everything the runner needs: the samples
 (task and every filter set), the scored linears, the selection, the evaluator and the fields
-``results.json`` records. What differs between methods comes from the method's spec
-(:class:`~mathneuro.methods.spec.MethodSpec`), never from its name.
+``results.json`` records. What the point asks of the shared workbench is noted on its own
+:class:`~mathneuro.pipeline.workbench.PointLedger`. What differs between methods comes from the method's
+spec (:class:`~mathneuro.methods.spec.MethodSpec`), never from its name.
 """
 
 from __future__ import annotations
@@ -21,16 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from mathneuro import __version__
-from mathneuro.edit.interventions.registry import resolve_intervention
-from mathneuro.edit.interventions.spec import InterventionContext, InterventionSpec
+from mathneuro.edit.interventions.spec import InterventionContext
 from mathneuro.evaluation.evaluator import Evaluator
 from mathneuro.methods.registry import resolve_method
 from mathneuro.methods.selection import Selection
 from mathneuro.methods.spec import MethodSpec
 from mathneuro.models.parameter_count import upstream_fractions
 from mathneuro.models.targets import mlp_widths, neuron_weight_counts
-from mathneuro.pipeline.config import Config
-from mathneuro.pipeline.workbench import Samples, Workbench, prepare_samples
+from mathneuro.pipeline.config import Config, Plugins
+from mathneuro.pipeline.workbench import PointLedger, Samples, Workbench, prepare_samples
 from mathneuro.statistics.kinds import any_hooks
 from mathneuro.util.peak_memory import peak_memory_mb
 
@@ -48,19 +50,17 @@ def filter_name(cfg: Config) -> str:
     return "+".join(str(f.name) for f in filter_configs(cfg))
 
 
-def point_summary(cfg: Config, spec: MethodSpec | None = None) -> dict:
+def point_summary(cfg: Config, plugins: Plugins) -> dict:
     """The few config values that identify a sweep point in reports, plus the method's and the intervention's
-    own point fields (the intervention's ``scalar``, and its other fields as ``intervention_args``)."""
-    if spec is None:
-        spec, method_cfg = resolve_method(cfg.method)
-        cfg = with_method(cfg, method_cfg)
-    ispec, icfg = resolve_intervention(cfg.intervention)
+    own point fields (the intervention's ``scalar``, and its other fields as ``intervention_args``);
+    ``plugins``: the point's method and intervention as resolved."""
+    ispec, icfg = plugins.intervention, plugins.intervention_cfg
     point = {
-        "model": cfg.model.name, "task": cfg.task.name, "filter": filter_name(cfg), "method": cfg.method.name,
-        "top_k": cfg.top_k, "intervention": ispec.name, **ispec.point(icfg),
+        "model": cfg.model.name, "task": cfg.task.name, "filter": filter_name(cfg),
+        "method": plugins.method_cfg.name, "top_k": cfg.top_k, "intervention": ispec.name, **ispec.point(icfg),
         "seed": cfg.seed, "num_samples": cfg.num_samples,
     }
-    point.update(spec.point(cfg.method))
+    point.update(plugins.method.point(plugins.method_cfg))
     return point
 
 
@@ -104,12 +104,31 @@ def jsonable(value: Any) -> Any:
 class Point:
     """A sweep point being run (see the module docstring)."""
 
-    cfg: Config
-    spec: MethodSpec
+    cfg: Config  # its method and intervention nodes are the typed configs of ``plugins``
+    plugins: Plugins
     output_dir: Path
+    given: Any = None  # the config as given (untyped method and intervention nodes): what it set, for refusals
+    sweep_dir: Path | None = None  # the folder holding its run dir with its sibling points (None: output_dir)
+    config: dict = field(default_factory=dict)  # the config results.json and W&B record
+    ignored: list[str] = field(default_factory=list)  # settings given that its method or intervention lacks
+    ledger: PointLedger = field(default_factory=PointLedger)  # what it asked of the workbench and heard back
     bench: Workbench | None = None  # the loaded model: set when the point's model stage runs
     timings: dict[str, float] = field(default_factory=dict)
     memory: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.sweep_dir is None:
+            self.sweep_dir = self.output_dir
+
+    @property
+    def spec(self) -> MethodSpec:
+        """The point's method."""
+        return self.plugins.method
+
+    @cached_property
+    def summary(self) -> dict:
+        """The fields that identify the point in reports (:func:`point_summary`)."""
+        return point_summary(self.cfg, self.plugins)
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -144,16 +163,11 @@ class Point:
         targets = self.targets or self.bench.targets(self.cfg.method)
         return {n: tuple(mod.weight.shape) for n, mod in targets.items()}
 
-    @cached_property
-    def intervention(self) -> tuple[InterventionSpec, Any]:
-        """The point's intervention and its typed settings."""
-        return resolve_intervention(self.cfg.intervention)
-
     def intervention_context(self, selection: Selection, log: Any = None) -> InterventionContext:
         """What the intervention is given: the model, the selection, the point's seed and calibration settings,
         and the task samples where it declared ``needs=("task_samples",)``; ``log(metrics, step)``: W&B."""
-        cfg, (ispec, _) = self.cfg, self.intervention
-        wants_task = "task_samples" in ispec.needs
+        cfg = self.cfg
+        wants_task = "task_samples" in self.plugins.intervention.needs
         return InterventionContext(
             model=self.bench.model, tokenizer=self.bench.tokenizer, selection=selection, seed=cfg.seed,
             task_texts=list(self.task.texts) if wants_task else None, task_name=self.task.name,
@@ -169,12 +183,13 @@ class Point:
                ) -> tuple[Selection, list[str]]:
         """The selection of this point's method (or ``method``, e.g. an extra set) at ``top_k``, and the
         statistics keys it read."""
-        cfg = self.cfg
-        method = cfg.method if method is None else method
-        return self.bench.select(method, self.task, self.filters, top_k=cfg.top_k if top_k is None else top_k,
-                                 seed=cfg.seed, max_length=cfg.max_length, batch_size=cfg.batch_size,
+        cfg, own = self.cfg, method is None
+        return self.bench.select(cfg.method if own else method, self.task, self.filters,
+                                 top_k=cfg.top_k if top_k is None else top_k, seed=cfg.seed,
+                                 max_length=cfg.max_length, batch_size=cfg.batch_size,
                                  progress=cfg.progress if progress is None else progress,
-                                 targets=self.targets if method is cfg.method else None)
+                                 targets=self.targets if own else None, spec=self.spec if own else None,
+                                 ledger=self.ledger)
 
     def extra_selections(self) -> dict[str, Selection]:
         """The further sets the method saves (its spec's ``extra_selections``), by suffix."""
@@ -209,7 +224,7 @@ class Point:
     def export_card(self, selection_summary: dict) -> dict:
         """What produced an exported model: model, method, top-K, the intervention and its settings, data and seed."""
         cfg = self.cfg
-        ispec, icfg = self.intervention
+        ispec, icfg = self.plugins.intervention, self.plugins.intervention_cfg
         return {
             "model": cfg.model.name, "base_model": cfg.model.name_or_path, "method": cfg.method.name,
             "top_k": cfg.top_k, "intervention": ispec.name, **ispec.point(icfg),
@@ -242,3 +257,4 @@ def objective_value(cfg: Config, metrics: dict, baseline: dict) -> float:
         if drop > cfg.objective.tolerance:
             value -= 1.0 + (drop - cfg.objective.tolerance)
     return float(value)
+

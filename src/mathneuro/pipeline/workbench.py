@@ -2,8 +2,9 @@
 
 :class:`Workbench` holds one loaded model with its statistics cache and evaluators, so a whole
 in-process sweep loads the model once, computes statistics once per dataset and the baseline
-evaluation once; :func:`get_workbench` keeps one per process. :func:`prepare_samples` draws and
-renders a dataset's texts.
+evaluation once; :func:`get_workbench` keeps one per process. It holds nothing of a single point: what
+a point asks of it and hears back (statistics lookups, tasks read back, checkpoint interval) goes on
+that point's :class:`PointLedger`. :func:`prepare_samples` draws and renders a dataset's texts.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from mathneuro.evaluation.samples import SAMPLES_COMPLETE, SAMPLES_DIR, write_sa
 from mathneuro.evaluation.task_store import TaskStore
 from mathneuro.evaluation.task_table import TASKS
 from mathneuro.methods.reference import remember_size, size_key
-from mathneuro.methods.registry import MethodInputs, resolve_method
+from mathneuro.methods.registry import resolve_method
 from mathneuro.methods.selection import Selection
+from mathneuro.methods.spec import MethodInputs, MethodSpec
 from mathneuro.models import load_model, model_identity
 from mathneuro.models.devices import describe_hardware, machine_kind
 from mathneuro.models.targets import (
@@ -76,6 +78,19 @@ def prepare_samples(dataset_cfg: Any, key: str, num_samples: int, seed: int, boo
 
 
 @dataclass
+class PointLedger:
+    """What one point asks of the shared workbench and what it hears back: how often a statistics pass
+    checkpoints, who is told of entries resumed from a checkpoint, and the lookups and reused tasks it made."""
+
+    checkpoint_every_s: float = DEFAULT_EVERY_S  # seconds between checkpoints of a statistics pass
+    # told at once of each statistics entry a pass completed from an earlier attempt's checkpoint, so that an
+    # attempt stopped before its selection is made still leaves that on the point's record
+    on_resumed: Callable[[list[dict]], None] | None = None
+    statistics: list[dict] = field(default_factory=list)  # {dataset, kind, key, source} of each statistics lookup
+    baseline_kept: list[str] = field(default_factory=list)  # baseline tasks read back from an earlier attempt
+
+
+@dataclass
 class Workbench:
     """One loaded model and everything reusable across the sweep points that edit it."""
 
@@ -85,15 +100,9 @@ class Workbench:
     cache: StatisticsCache
     evaluators: dict = field(default_factory=dict)
     baselines: dict = field(default_factory=dict)
-    used: list = field(default_factory=list)  # {dataset, kind, key, source} of each statistics lookup
-    checkpoint_every_s: float = DEFAULT_EVERY_S  # seconds between checkpoints of a statistics pass
-    baseline_kept: list = field(default_factory=list)  # baseline tasks read back from an earlier attempt
     # baseline key -> who computed it: {"hardware": describe_hardware, "provenance": the code (version, git,
     # packages)}; a key left out of it for a cache entry written before they were recorded
     baseline_origin: dict = field(default_factory=dict)
-    # told at once of each statistics entry a pass completed from an earlier attempt's checkpoint, so that an
-    # attempt stopped before its selection is made still leaves that on the point's record
-    on_resumed: Callable[[list[dict]], None] | None = None
     sizes: dict = field(default_factory=dict)  # inputs' identity -> sizes of the selections made from them
     drafts: DraftStore | None = None  # the unedited model's answers per request (drafted decoding)
 
@@ -103,8 +112,11 @@ class Workbench:
                                    getattr(method_cfg, "include_lm_head", False))
 
     def statistics(self, samples: Samples, kinds: tuple[str, ...], *, targets: dict | None = None,
-                   max_length: int, batch_size: int, progress: bool = True) -> tuple[dict, dict]:
-        """Statistics of ``samples`` for each kind (cached on disk and in memory) and their keys."""
+                   max_length: int, batch_size: int, progress: bool = True,
+                   ledger: PointLedger | None = None) -> tuple[dict, dict]:
+        """Statistics of ``samples`` for each kind (cached on disk and in memory) and their keys; each lookup
+        is noted in ``ledger`` (the asking point's), whose ``checkpoint_every_s`` a pass checkpoints at."""
+        ledger = ledger if ledger is not None else PointLedger()
         kinds = kind_names(kinds)
         sources: dict[str, str] = {}
         resumed: dict[str, int] = {}
@@ -112,22 +124,23 @@ class Workbench:
             self.cache, self.model, self.tokenizer, samples.texts, model_identity=self.identity, kinds=kinds,
             targets=targets, max_length=max_length, batch_size=batch_size,
             progress=progress, desc=f"statistics [{samples.name}]", sources=sources,
-            checkpoint_every_s=self.checkpoint_every_s, resumed=resumed,
+            checkpoint_every_s=ledger.checkpoint_every_s, resumed=resumed,
         )
         used = [{"dataset": samples.name, "kind": kind, "key": keys[kind], "source": sources[kind]}
                 | ({"resumed_batches": resumed[kind]} if kind in resumed else {}) for kind in kinds]
-        self.used.extend(used)
-        if resumed and self.on_resumed is not None:
-            self.on_resumed([entry for entry in used if "resumed_batches" in entry])
+        ledger.statistics.extend(used)
+        if resumed and ledger.on_resumed is not None:
+            ledger.on_resumed([entry for entry in used if "resumed_batches" in entry])
         return found, keys
 
     def select(self, method: Any, task: Samples, filters: list[Samples], *, top_k: float, seed: int,
-               max_length: int, batch_size: int, progress: bool = True,
-               targets: dict | None = None) -> tuple[Selection, list[str]]:
+               max_length: int, batch_size: int, progress: bool = True, targets: dict | None = None,
+               spec: MethodSpec | None = None, ledger: PointLedger | None = None) -> tuple[Selection, list[str]]:
         """The selection of ``method`` (a config node, dataclass or name; see
         :func:`~mathneuro.methods.registry.resolve_method`) and the statistics keys it used;
-        ``targets``: its scored linears when the caller has them already."""
-        spec, method_cfg = resolve_method(method)
+        ``targets``: its scored linears when the caller has them already; ``spec``: the method's spec when the
+        caller resolved it (``method`` is then its typed config); ``ledger``: the asking point's."""
+        spec, method_cfg = (spec, method) if spec is not None else resolve_method(method)
         kinds = spec.needs
         if any_hooks(kinds, "linears") and not targets:
             targets = self.targets(method_cfg)
@@ -137,7 +150,7 @@ class Workbench:
 
         def stats_of(samples: Samples) -> dict:
             found, k = self.statistics(samples, kinds, targets=targets, max_length=max_length,
-                                       batch_size=batch_size, progress=progress)
+                                       batch_size=batch_size, progress=progress, ledger=ledger)
             keys.extend(k[kind] for kind in kinds)
             return found
 
@@ -213,13 +226,15 @@ class Workbench:
         lock = self.cache.lock(f"baseline-{key}")
         return lock.held_elsewhere() if lock is not None else None
 
-    def baseline(self, eval_cfg: Any, samples_dir: Path | None = None) -> dict[str, float]:
+    def baseline(self, eval_cfg: Any, samples_dir: Path | None = None,
+                 ledger: PointLedger | None = None) -> dict[str, float]:
         """Metrics of the unedited model, computed once per model and eval config (memory, then disk).
 
         With ``eval_cfg.log_samples`` and a ``samples_dir``, its per-example records are written there
         once too (the baseline is evaluated again only if they are missing). Processes sharing the
         cache evaluate it once: the one evaluating holds ``<cache>/locks/baseline-<key>.lock``, the
-        others wait for it and read its result.
+        others wait for it and read its result. Tasks read back from an earlier attempt cut short are
+        noted in ``ledger`` (the asking point's).
         """
         key = self.baseline_key(eval_cfg)
 
@@ -246,31 +261,39 @@ class Workbench:
                 if lock is not None and lock.waited:  # another process has probably just evaluated it
                     metrics = stored()
                 if metrics is None:
-                    evaluator = self.evaluator(eval_cfg)
-                    store = (TaskStore(path.with_name(f"{key}.tasks"), f"{key}-samples{int(bool(eval_cfg.log_samples))}")
-                             if path is not None else None)  # finished tasks, kept for an attempt cut short
-                    journal = store.folder / JOURNAL_DIR if store is not None else None  # batches of a cut task
-                    here = machine_kind(describe_hardware(self.model))
-                    with self.draft_store().recording() as drafts, journaling(self.model, journal, here) as kept:
-                        recorded = drafts.recorded  # its answers: the drafts of later points
-                        metrics = evaluator.evaluate(store)
-                    if kept is not None and kept.elsewhere:
-                        log.warning("the unedited model's evaluation read back generated batches another kind of "
-                                    "machine decoded (%s); this is %s", kept.elsewhere, here)
-                    if need_samples():
-                        write_samples(samples_dir, evaluator.last_samples, evaluator.last_sample_kinds)
-                    code = provenance()
-                    self.baseline_origin[key] = {"hardware": describe_hardware(self.model),
-                                                 "provenance": {k: code[k] for k in ("version", "git", "packages")}}
-                    if path is not None:
-                        write_json_atomic(path, {"metrics": metrics, "model": self.identity, "eval": _plain(eval_cfg),
-                                                 "drafts": {"recorded": drafts.recorded - recorded},
-                                                 **self.baseline_origin[key]})
-                        remove_orphaned_temps(path)  # a killed evaluator's (we hold the baseline's lock)
-                    if store is not None:
-                        self.baseline_kept.extend(store.reused)
-                        store.clear()
+                    metrics = self._evaluate_baseline(eval_cfg, key, path, samples_dir,
+                                                      ledger if ledger is not None else PointLedger())
         self.baselines[key] = metrics
+        return metrics
+
+    def _evaluate_baseline(self, eval_cfg: Any, key: str, path: Path | None, samples_dir: Path | None,
+                           ledger: PointLedger) -> dict[str, float]:
+        """Evaluate the unedited model (under its baseline lock), write its records to ``samples_dir`` where
+        they are missing and its cache entry to ``path``, and note in ``ledger`` the tasks read back from a cut
+        attempt."""
+        evaluator = self.evaluator(eval_cfg)
+        store = (TaskStore(path.with_name(f"{key}.tasks"), f"{key}-samples{int(bool(eval_cfg.log_samples))}")
+                 if path is not None else None)  # finished tasks, kept for an attempt cut short
+        journal = store.folder / JOURNAL_DIR if store is not None else None  # batches of a cut task
+        here = machine_kind(describe_hardware(self.model))
+        with self.draft_store().recording() as drafts, journaling(self.model, journal, here) as kept:
+            recorded = drafts.recorded  # its answers: the drafts of later points
+            metrics = evaluator.evaluate(store)
+        if kept is not None and kept.elsewhere:
+            log.warning("the unedited model's evaluation read back generated batches another kind of "
+                        "machine decoded (%s); this is %s", kept.elsewhere, here)
+        if _samples_missing(eval_cfg, samples_dir):
+            write_samples(samples_dir, evaluator.last_samples, evaluator.last_sample_kinds)
+        code = provenance()
+        self.baseline_origin[key] = {"hardware": describe_hardware(self.model),
+                                     "provenance": {k: code[k] for k in ("version", "git", "packages")}}
+        if path is not None:
+            write_json_atomic(path, {"metrics": metrics, "model": self.identity, "eval": _plain(eval_cfg),
+                                     "drafts": {"recorded": drafts.recorded - recorded}, **self.baseline_origin[key]})
+            remove_orphaned_temps(path)  # a killed evaluator's (we hold the baseline's lock)
+        if store is not None:
+            ledger.baseline_kept.extend(store.reused)
+            store.clear()
         return metrics
 
 
