@@ -160,6 +160,28 @@ def live_state(accumulators: dict[str, Any]) -> dict[str, dict[str, torch.Tensor
 
 
 @torch.no_grad()
+def _resume(checkpoint: PassCheckpoint | None, live: dict, num_batches: int) -> tuple[int, int]:
+    """Tokens counted and batches done that ``checkpoint`` holds for this pass, its accumulator state restored
+    into ``live``; ``(0, 0)`` where there is none."""
+    if checkpoint is None:
+        return 0, 0
+    state = checkpoint.load({f"{g}::{n}" for g, tensors in live.items() for n in tensors}, num_batches)
+    if state is None:
+        return 0, 0
+    restore(live, state.tensors)
+    return state.num_tokens, state.batches_done
+
+
+def _feed(decoder: nn.Module, accumulators: dict, input_ids: torch.Tensor, attn: torch.Tensor,
+          device: torch.device) -> int:
+    """One batch through the decoder, each accumulator told its mask first; the batch's real tokens."""
+    padded = bool((attn == 0).any())
+    for acc in accumulators.values():
+        acc.new_batch(attn.to(device), padded)
+    decoder(input_ids=input_ids.to(device), attention_mask=attn.to(device), use_cache=False)
+    return int(attn.sum())
+
+
 def collect_statistics(
     model: nn.Module,
     tokenizer,
@@ -194,26 +216,16 @@ def collect_statistics(
     pad_id = pad_token_id(tokenizer)
     device = _input_device(model)
     decoder = base_model(model)
-    num_tokens = start = 0
     batches = length_sorted_batches([len(r) for r in ids], batch_size)
     live = live_state(accumulators)
-    if checkpoint is not None:
-        state = checkpoint.load({f"{g}::{n}" for g, tensors in live.items() for n in tensors}, len(batches))
-        if state is not None:
-            restore(live, state.tensors)
-            num_tokens, start = state.num_tokens, state.batches_done
+    num_tokens, start = _resume(checkpoint, live, len(batches))
     last: PassState | None = None  # the accumulators after the last finished batch (to save if interrupted)
     with hooks(handles):
         bar = tqdm(total=len(ids), desc=desc, unit="sample", disable=not progress,
                    initial=sum(len(b) for b in batches[:start]))
         try:
             for done, batch in enumerate(batches[start:], start + 1):
-                input_ids, attn = right_padded([ids[i] for i in batch], pad_id)
-                padded = bool((attn == 0).any())
-                for acc in accumulators.values():
-                    acc.new_batch(attn.to(device), padded)
-                decoder(input_ids=input_ids.to(device), attention_mask=attn.to(device), use_cache=False)
-                num_tokens += int(attn.sum())
+                num_tokens += _feed(decoder, accumulators, *right_padded([ids[i] for i in batch], pad_id), device)
                 bar.update(len(batch))
                 if checkpoint is not None and done < len(batches):
                     last = PassState(done, num_tokens, snapshot(live))
