@@ -61,9 +61,11 @@ def write_sample_data(root: str | Path, per_file: int = 3) -> Path:
         problems = [
             {"answer": "B", "options": ["red", "blue", "green", "black"], "question": "What color is the sky?"},
             {"answer": "A", "options": ["a dog", "a cat", "a bird", "a fish"], "question": "Sam's pet is   _  ."},
-            {"answer": "C", "options": ["one", "two", "three", "four"], "question": f"How many cats are there in story {i}?"},
+            {"answer": "C", "options": ["one", "two", "three", "four"],
+             "question": f"How many cats are there in story {i}?"},
         ]
-        articles.append({"example_id": f"high{i}.txt", "article": f"Story {i}. The sky is blue. Sam has a dog and three cats.",
+        articles.append({"example_id": f"high{i}.txt",
+                         "article": f"Story {i}. The sky is blue. Sam has a dog and three cats.",
                          "problems": repr(problems)})
     _write(root / "race/test_high_by_article.jsonl", articles)
     for subject in MMLU_SUBJECTS:

@@ -241,7 +241,8 @@ def test_data_efficiency_numbers() -> None:
     rows = data_efficiency(sels)
     assert [r["num_samples"] for r in rows] == [1, 10]
     one, ten = rows
-    assert (one["seeds"], one["pairs"], one["jaccard_mean"], one["jaccard_std"], one["a_in_b_mean"]) == (2, 1, 0.0, 0.0, 0.0)
+    assert (one["seeds"], one["pairs"], one["jaccard_mean"], one["jaccard_std"],
+            one["a_in_b_mean"]) == (2, 1, 0.0, 0.0, 0.0)
     assert one["ref_num_samples"] == 10
     assert one["ref_in_n_mean"] == pytest.approx(0.375)  # (2/4 + 2/4 + 1/4 + 1/4) / 4
     assert one["n_in_ref_mean"] == pytest.approx(0.75)  # (1 + 1 + 1/2 + 1/2) / 4

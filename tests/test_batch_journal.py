@@ -136,7 +136,8 @@ def test_a_point_cut_inside_a_generation_task_resumes_at_the_batch_it_was_in(tin
             "intervention.scalar=1.05", *zero_shot_overrides(folder), "eval.max_gen_toks=null"]))
 
     def responses(name: str) -> list[str]:
-        return [r["response"] for r in read_records(tmp_path / name / "point" / SAMPLES_DIR / "my_zero_shot_math.jsonl")]
+        path = tmp_path / name / "point" / SAMPLES_DIR / "my_zero_shot_math.jsonl"
+        return [r["response"] for r in read_records(path)]
 
     whole = run_point(cfg("whole"), tmp_path / "whole" / "point")
 
@@ -156,7 +157,8 @@ def test_a_point_cut_inside_a_generation_task_resumes_at_the_batch_it_was_in(tin
     monkeypatch.setattr(PrefixCacheHFLM, "_decode_batch", decode)
 
     decoded = []
-    monkeypatch.setattr(PrefixCacheHFLM, "_decode_batch", lambda self, *a, **k: decoded.append(1) or decode(self, *a, **k))
+    monkeypatch.setattr(PrefixCacheHFLM, "_decode_batch",
+                        lambda self, *a, **k: decoded.append(1) or decode(self, *a, **k))
     again = run_point(cfg("cut"), tmp_path / "cut" / "point")
     assert len(decoded) == 1  # the edited model's second batch (the baseline is cached)
     assert again["metrics"] == whole["metrics"] and responses("cut") == responses("whole")

@@ -57,8 +57,9 @@ def _claims(tmp_path: Path, runner: str, *args: str, **env: str) -> subprocess.C
 def _fake_setup(tmp_path: Path, model: bool = True) -> dict[str, str]:
     """Empty copies of every data file the runners name, and (with ``model``) a stand-in model file."""
     data = tmp_path / "data"
-    for name in ("gsm8k/train.jsonl", "gsm8k/test.jsonl", "race/validation_high.jsonl", "race/test_high_by_article.jsonl",
-                 "mmlu/validation_prerelease.jsonl", "math/test.jsonl", "mathqa/test_1000.jsonl", "egsm/egsm_full.jsonl",
+    for name in ("gsm8k/train.jsonl", "gsm8k/test.jsonl", "race/validation_high.jsonl",
+                 "race/test_high_by_article.jsonl", "mmlu/validation_prerelease.jsonl", "math/test.jsonl",
+                 "mathqa/test_1000.jsonl", "egsm/egsm_full.jsonl",
                  "hellaswag/validation.jsonl", "piqa/validation.jsonl", "winogrande/validation.jsonl",
                  "wikitext2/test.jsonl", "mutual/validation.jsonl"):
         (data / name).parent.mkdir(parents=True, exist_ok=True)

@@ -108,8 +108,8 @@ class Sim:
             body[t] = dict(zip(self.keys(t), self.answers(t, down, up).tolist(), strict=True))
         name = "__".join(f"{k}{point[k]}" for k in ("method", "filter", "top_k", "scalar", "seed")) + \
             (f"_{point['reference']}" if point.get("reference") else "")
-        self.write(study, name, {"kind": "point", "point": point, "baseline": "baseline-sim", "selection": selection or {},
-                                 "hardware": XEON, **(header or {})}, body)
+        self.write(study, name, {"kind": "point", "point": point, "baseline": "baseline-sim",
+                                 "selection": selection or {}, "hardware": XEON, **(header or {})}, body)
 
     def write(self, study: str, name: str, header: dict, body: dict) -> None:
         lines = []
@@ -338,8 +338,8 @@ def test_a_record_committed_before_the_governing_amendment_is_named(tmp_path: Pa
     assert check.has_history(root)
     lines, bad = check.check("2026-12-06", root)
     assert bad == ["experiments/records/prune/early.jsonl.gz"]
-    assert [line.split(":")[0] for line in lines[:2]] == ["amendment 2026-12-05 '(no governed result existed). A change.'",
-                                                          "amendment 2026-12-06 'the plan fitted'"]
+    assert [line.split(":")[0] for line in lines[:2]] == [
+        "amendment 2026-12-05 '(no governed result existed). A change.'", "amendment 2026-12-06 'the plan fitted'"]
     assert any("late.jsonl.gz" in line and "BEFORE" not in line for line in lines)
     with pytest.raises(ValueError, match="2026-12-09"):
         check.check("2026-12-09", root)

@@ -77,9 +77,11 @@ def test_console_tables_show_each_point_beside_the_unedited_model_and_mark_resol
     assert table[0].split() == ["metric", "unedited", "mathneuro", "random"]
     assert table[1].split() == ["math/arith/exact_match", "0.700", "0.000", "0.240"] and len(table) == 2
     paired = [{"method": "mathneuro", "reference": "baseline", "task": "arith", "metric": "exact_match",
-               "n_examples": 50, "diff": -0.7, "ci_low": -0.82, "ci_high": -0.58, "ci95_low": -0.84, "ci95_high": -0.55},
+               "n_examples": 50, "diff": -0.7, "ci_low": -0.82, "ci_high": -0.58, "ci95_low": -0.84,
+               "ci95_high": -0.55},
               {"method": "mathneuro", "reference": "random", "task": "mc", "metric": "acc",
-               "n_examples": 40, "diff": 0.05, "ci_low": -0.075, "ci_high": 0.175, "ci95_low": -0.08, "ci95_high": 0.18}]
+               "n_examples": 40, "diff": 0.05, "ci_low": -0.075, "ci_high": 0.175, "ci95_low": -0.08,
+               "ci95_high": 0.18}]
     lines = paired_text(paired).splitlines()
     assert lines[0].endswith("verdict")
     assert lines[1].startswith("mathneuro - unedited") and "-0.700 [-0.840, -0.550] *" in lines[1]

@@ -46,7 +46,8 @@ def test_fresh_examples_are_disjoint_from_every_committed_records_examples():
         assert all(0 <= i < entry["n"] for i in chosen)
         assert entry["used"] == len(taken) and entry["fresh"] == entry["n"] - len(taken)
     # every MMLU subject and MATH subject the records hold has its list
-    assert {s for (t, s) in used if t in ("mmlu", "minerva_math") and s} <= {e["subtask"] for e in LISTS["sets"].values()}
+    subtasks = {e["subtask"] for e in LISTS["sets"].values()}
+    assert {s for (t, s) in used if t in ("mmlu", "minerva_math") and s} <= subtasks
 
 
 def test_the_machine_readable_block_agrees_with_the_lists_and_the_power_scripts_sizes():
@@ -92,7 +93,8 @@ def test_a_stage_runs_only_on_its_groups_machine_kind_unless_told_and_then_the_g
     pack.check_kind("claim1", root, out, here="EPYC (avx2)", new_kind=True)
     state = json.loads((out / "confirm" / "machine_kind.json").read_text())
     assert state["groups"]["claim1"] == "EPYC (avx2)" and state["kind"] == "Xeon (amx_bf16)"
-    assert [(r["group"], r["from"], r["to"]) for r in state["restarts"]] == [("claim1", "Xeon (amx_bf16)", "EPYC (avx2)")]
+    restarts = [(r["group"], r["from"], r["to"]) for r in state["restarts"]]
+    assert restarts == [("claim1", "Xeon (amx_bf16)", "EPYC (avx2)")]
     assert not (root / "base1").exists() and (root / "abandoned" / "xeon__amx_bf16" / "base1" / "gsm8k_cot").is_dir()
     assert not (out / "confirm" / "prune").exists()  # the old kind's records go; no comparison mixes kinds
 

@@ -33,7 +33,8 @@ NONMATH = TEXTS[1::2]
 def stats_on(device: str, kernel: str = "eager", dtype: torch.dtype = torch.float32, texts=MATH, arch="llama"):
     model, tok = tiny_model(arch)  # float32 weights, then cast: the same model in every dtype
     model.to(device=device, dtype=dtype)
-    return collect_statistics(model, tok, texts, kinds=("linear_inputs", "activation_counts"), batch_size=3, max_length=64,
+    return collect_statistics(model, tok, texts, kinds=("linear_inputs", "activation_counts"), batch_size=3,
+                              max_length=64,
                               progress=False, kernel=kernel)
 
 
@@ -132,7 +133,8 @@ def test_intervention_on_cuda_prunes_scales_and_undoes_exactly():
 @pytest.mark.integration
 def test_a_point_on_cuda_selects_what_the_cpu_point_selects(tiny_dir, tmp_path):
     def run(device: str) -> tuple[dict, Selection]:
-        overrides = [o for o in base_overrides(tiny_dir, tmp_path / f"cache-{device}") if not o.startswith("model.device")]
+        overrides = [o for o in base_overrides(tiny_dir, tmp_path / f"cache-{device}")
+                     if not o.startswith("model.device")]
         cfg = compose_cfg([*overrides, f"model.device={device}", "eval=quick", "eval.limit=4", "logger=none",
                            "save_selection=true", "top_k=0.1"])
         out = tmp_path / device

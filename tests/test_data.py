@@ -110,7 +110,8 @@ def test_load_errors(tmp_path):
     with pytest.raises(ValueError, match=r"task\.path: empty"):
         load_records("", key="task.path")
     # a byte that is not UTF-8: the file, its line and column (not "can't decode byte 0xe9 in position 1324")
-    for suffix, head, bad in ((".jsonl", b'{"q": "a"}\n' * 40, b'{"q": "caf\xe9"}\n'), (".csv", b"q\n" + b"a\n" * 40, b"caf\xe9\n"),
+    for suffix, head, bad in ((".jsonl", b'{"q": "a"}\n' * 40, b'{"q": "caf\xe9"}\n'),
+                              (".csv", b"q\n" + b"a\n" * 40, b"caf\xe9\n"),
                               (".json", b"[\n" + b'{"q": "a"},\n' * 40, b'{"q": "caf\xe9"}]\n')):
         path = tmp_path / f"latin1{suffix}"
         path.write_bytes(head + bad)
@@ -121,7 +122,8 @@ def test_load_errors(tmp_path):
     with pytest.raises(ValueError, match=r"unknown embedded dataset 'embedded://nope'; available: embedded://math_demo"):
         load_records("embedded://nope")
     # a Hub id while offline: a clear error, no network
-    with pytest.raises(ValueError, match=r"task\.path: could not load 'nobody-mathneuro/no-such-dataset'.*local \.jsonl"):
+    with pytest.raises(ValueError,
+                       match=r"task\.path: could not load 'nobody-mathneuro/no-such-dataset'.*local \.jsonl"):
         load_records("nobody-mathneuro/no-such-dataset", split="train", key="task.path")
 
 

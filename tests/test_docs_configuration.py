@@ -13,8 +13,8 @@ from mathneuro.pipeline.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "configuration.md").read_text()
-GROUPS = ("model", "task", "filter", "filters", "method", "intervention", "eval", "logger", "experiment", "hparams_search",
-          "hydra/launcher")
+GROUPS = ("model", "task", "filter", "filters", "method", "intervention", "eval", "logger", "experiment",
+          "hparams_search", "hydra/launcher")
 
 
 def keys_of(obj: object, prefix: str = "") -> list[str]:
@@ -51,7 +51,9 @@ def documented(key: str) -> bool:
 
 
 def test_every_structured_config_key_is_documented():
-    keys = keys_of(dataclasses.replace(Config(), filter=DatasetConfig())) + builtin_method_keys() + builtin_intervention_keys()  # filter: optional
+    # filter: optional
+    keys = (keys_of(dataclasses.replace(Config(), filter=DatasetConfig())) + builtin_method_keys()
+            + builtin_intervention_keys())
     assert "eval.arith.num_fewshot" in keys and "method.share" in keys and "task.template" in keys
     assert "intervention.steps" in keys and "intervention.relative_std" in keys
     missing = [k for k in keys if not documented(k)]

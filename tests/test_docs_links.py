@@ -37,7 +37,8 @@ def anchors(page: Path) -> set[str]:
 
 
 def test_slug_follows_github():
-    assert slug("On a GPU: one H200 (`experiments/benchmarks/gpu_check.sh`)") == "on-a-gpu-one-h200-experimentsbenchmarksgpu_checksh"
+    assert (slug("On a GPU: one H200 (`experiments/benchmarks/gpu_check.sh`)")
+            == "on-a-gpu-one-h200-experimentsbenchmarksgpu_checksh")
     assert slug("6. The paper's claims") == "6-the-papers-claims"
 
 

@@ -121,7 +121,8 @@ def test_local_prompts_have_the_stock_formats(task_manager, data_dir):
     assert ctx == "Making tea: A person boils water 0. they"  # [step] markup removed
     assert task.doc_to_choice(doc)[3] == "paint the wall. red."
     task, doc, ctx = _context(task_manager, "winogrande_local")
-    assert ctx == ["The cup did not fit in the box 0 because the cup", "The cup did not fit in the box 0 because the box"]
+    assert ctx == ["The cup did not fit in the box 0 because the cup",
+                   "The cup did not fit in the box 0 because the box"]
     assert task.doc_to_target(doc) == "was too big."
     task, doc, ctx = _context(task_manager, "mathqa_local")
     assert task.doc_to_choice(doc) == ["1", "0", "2", "3", "4"] and task.doc_to_target(doc) == 1

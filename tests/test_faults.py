@@ -164,7 +164,8 @@ def test_cli_on_a_full_disk_is_one_line_and_exit_2_then_a_rerun_completes(tiny_d
     assert res.returncode == 2, res.stderr[-3000:]
     line = error_line(res)
     assert f"{disk / 'run'}" in line and "the disk is full" in line, line
-    assert _leftovers(disk) == [] and not (disk / "run" / "model").exists() and not (disk / "run" / "results.json").exists()
+    assert _leftovers(disk) == []
+    assert not (disk / "run" / "model").exists() and not (disk / "run" / "results.json").exists()
     _resize(disk, "8m")
     res = cli(args, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -225,7 +226,8 @@ def test_a_data_file_with_a_byte_that_is_not_utf8_is_one_line_naming_the_file_an
     lines = [json.dumps({"question": f"{i} + {i}?", "answer": str(2 * i)}).encode() for i in range(30)]
     lines[16] = b'{"question": "caf\xe9 au lait: 3 + 4?", "answer": "7"}'
     data.write_bytes(b"\n".join(lines) + b"\n")
-    res = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", f"task.path={data}", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
+    res = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", f"task.path={data}",
+               f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
     assert res.returncode == 2, res.stderr[-3000:]
     line = error_line(res)
     assert line.startswith(f"mathneuro: error: task.path: {data}:17: not UTF-8 text (byte 0xe9 at column 18)"), line

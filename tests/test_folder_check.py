@@ -153,7 +153,8 @@ def test_a_folder_without_tokenizer_files_is_refused(tiny, tmp_path):
     folder = save(tiny, tmp_path / "model")
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         (folder / name).unlink(missing_ok=True)
-    assert "no tokenizer files (tokenizer.json, or a vocabulary such as tokenizer.model or vocab.json)" in refused(folder)
+    assert ("no tokenizer files (tokenizer.json, or a vocabulary such as tokenizer.model or vocab.json)"
+            in refused(folder))
     assert not transformers_loads(folder)
 
 

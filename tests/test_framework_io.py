@@ -44,4 +44,5 @@ def test_an_error_without_a_file_name_is_named_by_the_last_file_written(tmp_path
     assert line == (f"hydra.run.dir: cannot write '{target}': the disk is full (No space left on device); "
                     "free space there or give another directory (hydra.run.dir=...)")
     assert framework_write_error(OSError(errno.EROFS, "Read-only file system", "/x"), multirun=True) == \
-        "hydra.sweep.dir: cannot write '/x': the file system is read-only (Read-only file system); give a writable directory (hydra.sweep.dir=...)"
+        ("hydra.sweep.dir: cannot write '/x': the file system is read-only (Read-only file system); "
+         "give a writable directory (hydra.sweep.dir=...)")

@@ -168,7 +168,8 @@ def test_lape_candidates_and_activation_bar_on_a_hand_built_activation_pattern()
     assert sel.neurons["layer0"].tolist() == []
     assert sel.neurons["layer1"].tolist() == [1]
     assert sel.meta["num_candidates"] == 1
-    # The 85% quantile (34th smallest) is 0.5, admitting the 0.90 neurons: layer0 n0 (math 0.9 / filter 0.05) and n1 (0.05 / 0.9).
+    # The 85% quantile (34th smallest) is 0.5, admitting the 0.90 neurons: layer0 n0 (math 0.9 / filter 0.05) and n1
+    # (0.05 / 0.9).
     sel = lape_selection(math_s, [filt_s], top_k=1.0, filter_rate=0.85, activation_bar=0.85)
     assert sel.meta["num_candidates"] == 3
     assert sel.neurons["layer0"].tolist() == [0]  # n1 is kept too but belongs to the filter task

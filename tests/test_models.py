@@ -164,7 +164,8 @@ def test_resolve_dtype_policy():
     assert resolve_dtype("auto", "cpu", checkpoint_dtype=torch.float32) == torch.float32
     assert resolve_dtype("auto", "cpu", checkpoint_dtype="float16") == torch.bfloat16  # fp16 is slow on CPU
     assert resolve_dtype("auto", "cpu", gguf=True) == torch.bfloat16
-    with pytest.raises(ValueError, match=r"model\.dtype: unknown dtype 'float8'; allowed: auto, float32, bfloat16, float16"):
+    with pytest.raises(ValueError, match=r"model\.dtype: unknown dtype 'float8'; allowed: auto, float32, bfloat16, "
+                                         r"float16"):
         resolve_dtype("float8", "cpu")
 
 

@@ -198,9 +198,11 @@ def test_multirun_callback_writes_paired_csv_and_wandb_gets_the_table(sweep: Pat
     for cells in table["data"]:
         r = dict(zip(table["columns"], cells, strict=True))
         (row,) = [h for h in rows if (h["method"], h["filter"]) == (r["method"], r["filter"])]
-        key = f"paired/{r['method']}/filter={r['filter']}/vs_{r['reference']}/{r['task']}/{r['metric']}"  # filter varies
+        # filter varies
+        key = f"paired/{r['method']}/filter={r['filter']}/vs_{r['reference']}/{r['task']}/{r['metric']}"
         assert row[key] == pytest.approx(r["diff"])  # with the interval that decides the verdict
-        assert row[key + "/ci_low"] == pytest.approx(r["ci95_low"]) and row[key + "/ci_high"] == pytest.approx(r["ci95_high"])
+        assert row[key + "/ci_low"] == pytest.approx(r["ci95_low"])
+        assert row[key + "/ci_high"] == pytest.approx(r["ci95_high"])
 
 
 def test_lape_is_paired_with_random_neurons_as_well_as_random(tmp_path: Path) -> None:

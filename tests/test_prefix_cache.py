@@ -31,7 +31,8 @@ def pair(request):
     """(plain HFLM, PrefixCacheHFLM in lm-eval's batches) around the same tiny float32 model."""
     model, tok = tiny_model(request.param)
     plain = HFLM(pretrained=model, tokenizer=tok, batch_size=4)
-    fast = PrefixCacheHFLM(pretrained=model, tokenizer=tok, batch_size=4, min_prefix_tokens=8, continuous_batching="off")
+    fast = PrefixCacheHFLM(pretrained=model, tokenizer=tok, batch_size=4, min_prefix_tokens=8,
+                           continuous_batching="off")
     return plain, fast
 
 

@@ -15,7 +15,8 @@ def stamp_prompts(folder: Path, task: str, prompt: str) -> None:
 
     path = folder / f"{task}.jsonl"
     records = [json.loads(line) for line in path.read_text().splitlines()]
-    path.write_text("".join(json.dumps({**r, "prompt_hash": hash_text(f"{prompt}{r['doc_id']}")}) + "\n" for r in records))
+    path.write_text("".join(json.dumps({**r, "prompt_hash": hash_text(f"{prompt}{r['doc_id']}")}) + "\n"
+                            for r in records))
 
 
 def sweep(root: Path, random_prompt: str) -> Path:

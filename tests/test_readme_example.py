@@ -36,7 +36,8 @@ def test_the_readme_example_runs_prunes_inside_the_block_and_restores_after(monk
     code = readme_example()
     assert "load_model(" in code and "apply_intervention" in code
     inside = {}
-    code = code.replace("    ...  # evaluate", "    inside.update(zeros=sum(int((p == 0).sum()) for p in model.parameters()))")
+    code = code.replace("    ...  # evaluate",
+                        "    inside.update(zeros=sum(int((p == 0).sum()) for p in model.parameters()))")
     scope = {"inside": inside}
     exec(compile(code, str(README), "exec"), scope)
     selection = scope["selection"]

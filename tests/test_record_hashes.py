@@ -22,7 +22,8 @@ def test_harness_records_hashes_targets_and_task_provenance(data_dir):
     ev.evaluate()
     piqa, gsm = ev.last_samples["piqa"], ev.last_samples["gsm8k_cot"]
     for record in (*piqa, *gsm):
-        assert re.fullmatch(r"[0-9a-f]{64}", record["doc_hash"]) and re.fullmatch(r"[0-9a-f]{64}", record["prompt_hash"])
+        assert re.fullmatch(r"[0-9a-f]{64}", record["doc_hash"]) and re.fullmatch(r"[0-9a-f]{64}",
+                                                                                  record["prompt_hash"])
     assert len({r["prompt_hash"] for r in piqa}) == len(piqa)  # one prompt per question
     for record in piqa:  # multiple choice: the chosen and the right solution by their text
         assert isinstance(record["target"], str) and len(record["target"]) > 1 and not record["target"].isdigit()

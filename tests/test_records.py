@@ -172,7 +172,8 @@ def test_a_baseline_evaluated_task_by_task_pairs_with_points_run_without_their_o
     assert records.pack_baseline({"gsm8k": tmp_path / "nothing"}, out, study="prune") is None
 
 
-def test_the_amended_pack_commits_the_baseline_before_the_points_and_keeps_one_a_point_pairs_with(tmp_path: Path) -> None:
+def test_the_amended_pack_commits_the_baseline_before_the_points_and_keeps_one_a_point_pairs_with(
+        tmp_path: Path) -> None:
     """pack_amended.py: every study gets the unedited evaluation (with the machine of each task) as soon as
     it is there; a later, larger baseline replaces an older one unless a committed point is paired with it."""
     pack_amended = load_experiment("claims/pack_amended")
@@ -267,7 +268,8 @@ def test_a_stage_reruns_only_the_points_whose_records_are_not_packed(tmp_path: P
     records.write_packed(study / "mathneuro__mmlu__k0.15__prune0.0__n100__seed0.jsonl.gz",
                          {"kind": "point", "point": point, "tasks": {"minerva_math": "math", "mathqa": "math"}}, [])
     records.write_packed(study / "random__mmlu__k0.15__prune0.0__n100__seed0__job3.jsonl.gz",
-                         {"kind": "point", "point": {**point, "method": "random"}, "tasks": {"wikitext": "nonmath"}}, [])
+                         {"kind": "point", "point": {**point, "method": "random"}, "tasks": {"wikitext": "nonmath"}},
+                         [])
     records.write_packed(study / "baseline-abc.jsonl.gz", {"kind": "baseline", "point": point,
                                                            "tasks": {"wikitext": "nonmath"}}, [])
 

@@ -183,7 +183,8 @@ def test_csv_and_markdown(tmp_path: Path, sweep: Path) -> None:
     assert len(read) == 16
     header = list(read[0])
     assert header[:9] == list(rep.POINT_FIELDS)
-    assert {f"baseline/{MATH}", f"diff/{MATH}", f"rel_change/{MATH}", "per_layer/0", "per_layer/other", "selection/num_selected"} <= set(header)
+    assert {f"baseline/{MATH}", f"diff/{MATH}", f"rel_change/{MATH}", "per_layer/0", "per_layer/other",
+            "selection/num_selected"} <= set(header)
     assert header.index("per_layer/1") < header.index("per_layer/other")
     assert float(read[0][MATH]) == 0.47
     table = rep.markdown_table(rows[:2], ["method", "top_k", MATH])
@@ -221,7 +222,8 @@ def test_labels_include_filter_when_several() -> None:
     assert sorted(figures._label(r, fields) for r in rows) == ["mathneuro (mmlu)", "mathneuro (race)"]
     assert figures._label(rows[0], figures._label_fields(rows[:1], exclude=["top_k"])) == "mathneuro"
     # a field only one method has (LAPE's share) labels that method's line, not the others'
-    mixed = [{**point("lape", 0.1, 0), "share": "all", MATH: 0.4}, {**point("random", 0.1, 0), "share": None, MATH: 1.0}]
+    mixed = [{**point("lape", 0.1, 0), "share": "all", MATH: 0.4}, {**point("random", 0.1, 0), "share": None,
+                                                                    MATH: 1.0}]
     fields = figures._label_fields(mixed, exclude=["top_k"])
     assert sorted(figures._label(r, fields) for r in mixed) == ["lape (share=all)", "random"]
 
@@ -378,8 +380,10 @@ def test_report_cli(tmp_path: Path, sweep: Path, capsys: pytest.CaptureFixture) 
 def test_overlap_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     q0 = "model.layers.0.self_attn.q_proj.weight"
     d1 = "model.layers.1.mlp.down_proj.weight"
-    a = {q0: torch.tensor([[1, 0, 1], [0, 1, 0]], dtype=torch.uint8), d1: torch.tensor([[1, 1], [0, 0]], dtype=torch.uint8)}
-    b = {q0: torch.tensor([[1, 1, 0], [0, 1, 0]], dtype=torch.bool), d1: torch.tensor([[0, 1], [1, 0]], dtype=torch.bool),
+    a = {q0: torch.tensor([[1, 0, 1], [0, 1, 0]], dtype=torch.uint8),
+         d1: torch.tensor([[1, 1], [0, 0]], dtype=torch.uint8)}
+    b = {q0: torch.tensor([[1, 1, 0], [0, 1, 0]], dtype=torch.bool),
+         d1: torch.tensor([[0, 1], [1, 0]], dtype=torch.bool),
          "neurons::model.layers.1.mlp.act_fn": torch.tensor([1, 2])}
     save_file(a, str(tmp_path / "seed0.safetensors"))
     save_file(b, str(tmp_path / "seed1.safetensors"), metadata={"method": "mathneuro"})

@@ -23,12 +23,14 @@ def lose(n: int) -> list[float]:
 
 def write_records(folder: Path, values: list[float], prompt: str = "") -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    lines = [{"doc_id": i, "acc": v, **({"prompt_hash": f"{prompt}{i}"} if prompt else {})} for i, v in enumerate(values)]
+    lines = [{"doc_id": i, "acc": v, **({"prompt_hash": f"{prompt}{i}"} if prompt else {})}
+             for i, v in enumerate(values)]
     (folder / "race.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
 def write_point(root: Path, name: str, values: list[float], *, method: str = "mathneuro", seed: int = 0,
-                template: str = "Q: {q}\nA:", project: str = "p", prompt: str = "", selection: dict | None = None) -> None:
+                template: str = "Q: {q}\nA:", project: str = "p", prompt: str = "",
+                selection: dict | None = None) -> None:
     job = root / name
     (job / ".hydra").mkdir(parents=True)
     write_records(job / "samples", values, prompt)

@@ -198,11 +198,13 @@ def test_the_edit_key_covers_every_selected_weight_the_scalar_and_the_eval(tiny_
     neurons = Selection(masks=dict(masks), neurons={"mlp": torch.tensor([1, 4])}, method="m")
     key = edit_key({"model": "x"}, "eval", [2], base, 0.0, False)
     assert selection_digest(base) == selection_digest(Selection(masks=dict(masks), method="other name"))
-    others = [edit_key({"model": "y"}, "eval", [2], base, 0.0, False), edit_key({"model": "x"}, "eval2", [2], base, 0.0, False),
+    others = [edit_key({"model": "y"}, "eval", [2], base, 0.0, False),
+              edit_key({"model": "x"}, "eval2", [2], base, 0.0, False),
               edit_key({"model": "x"}, "eval", [2, 7], base, 0.0, False),
               edit_key({"model": "x"}, "eval", [2], Selection(masks=flipped), 0.0, False),
               edit_key({"model": "x"}, "eval", [2], neurons, 0.0, False),
-              edit_key({"model": "x"}, "eval", [2], base, 1.5, False), edit_key({"model": "x"}, "eval", [2], base, 0.0, True)]
+              edit_key({"model": "x"}, "eval", [2], base, 1.5, False),
+              edit_key({"model": "x"}, "eval", [2], base, 0.0, True)]
     assert len({key, *others}) == 1 + len(others)
     # the key is the one kept results were stored under before key.parts existed: they still resume
     before = {"model": {"model": "x"}, "eval": "eval", "generation_eos_ids": [2], "selection": selection_digest(base),
@@ -224,7 +226,8 @@ def test_a_kept_task_result_reads_back_as_it_was_nan_included(tmp_path):
     store.save("ppl", {"values": {"ppl": float("nan"), "acc": 0.25}, "subtasks": {"a": {"acc": float("nan")}},
                        "samples": {}, "num_examples": 4, "seconds": 1.5})
     kept = TaskStore(tmp_path / "kept", "key-1").load("ppl")
-    assert kept["values"]["acc"] == 0.25 and math.isnan(kept["values"]["ppl"]) and math.isnan(kept["subtasks"]["a"]["acc"])
+    assert kept["values"]["acc"] == 0.25
+    assert math.isnan(kept["values"]["ppl"]) and math.isnan(kept["subtasks"]["a"]["acc"])
     assert TaskStore(tmp_path / "kept", "key-2").load("ppl") is None  # another evaluation's key: a miss
     assert TaskStore(tmp_path / "kept", "key-1").load("mc") is None
 

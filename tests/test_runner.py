@@ -247,13 +247,15 @@ def test_random_neurons_zero_as_many_neurons_per_layer_as_lape(tiny_dir, tmp_pat
     rand = run_point(OmegaConf.to_object(compose_cfg([*base, "method=random_neurons"])), tmp_path / "rand")
     assert rand["selection"]["num_selected"] == lape["selection"]["num_selected"] > 0
     assert rand["selection"]["per_layer"] == lape["selection"]["per_layer"]
-    assert rand["point"]["share"] == "all" and rand["selection"]["lape"]["num_kept"] == lape["selection"]["lape"]["num_kept"]
+    assert rand["point"]["share"] == "all"
+    assert rand["selection"]["lape"]["num_kept"] == lape["selection"]["lape"]["num_kept"]
     hidden = 32  # the tiny model's hidden size: one neuron feeds one column of its down_proj
     for res in (lape, rand):
         assert res["selection"]["num_weights_edited"] == res["selection"]["num_selected"] * hidden
         assert res["selection"]["fraction_of_model_edited"] == pytest.approx(
             res["selection"]["num_weights_edited"] / res["selection"]["num_parameters"])
-    chosen = {p.name: Selection.load(p / "selection.safetensors").neurons for p in (tmp_path / "lape", tmp_path / "rand")}
+    chosen = {p.name: Selection.load(p / "selection.safetensors").neurons
+              for p in (tmp_path / "lape", tmp_path / "rand")}
     assert any(not torch.equal(chosen["lape"][m], chosen["rand"][m]) for m in chosen["lape"])
 
 

@@ -36,7 +36,8 @@ def _trial(folder: Path, num: int, top_k: float, scalar: float, objective: float
     (folder / ".hydra" / "hydra.yaml").write_text(f"hydra:\n  job:\n    num: {num}\n")
     (folder / "results.json").write_text(json.dumps({
         "status": status, "point": {"top_k": top_k, "scalar": scalar}, "objective": objective,
-        "selection": {"num_selected": 10}, "metrics": {"math/gsm8k_gen/exact_match,strict-match": 0.5 + (objective or 0)},
+        "selection": {"num_selected": 10},
+        "metrics": {"math/gsm8k_gen/exact_match,strict-match": 0.5 + (objective or 0)},
         "baseline_metrics": {"math/gsm8k_gen/exact_match,strict-match": 0.5}}))
 
 
@@ -64,7 +65,8 @@ def _tiny_gguf(path: Path, tied_twice: bool) -> int:
     writer = GGUFWriter(str(path), "qwen2")
     writer.add_tensor("token_embd.weight", emb)
     writer.add_tensor("blk.0.ffn_down.weight", rng.standard_normal((16, 32)).astype(np.float32))
-    head = emb + 0.01 * rng.standard_normal(emb.shape).astype(np.float32) if tied_twice else rng.standard_normal(emb.shape)
+    head = (emb + 0.01 * rng.standard_normal(emb.shape).astype(np.float32) if tied_twice
+            else rng.standard_normal(emb.shape))
     writer.add_tensor("output.weight", head.astype(np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

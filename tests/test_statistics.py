@@ -43,7 +43,8 @@ def reference_statistics(model, tokenizer, texts):
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_batched_padded_statistics_match_per_sample_reference(arch):
     model, tok = tiny_model(arch)
-    stats = collect_statistics(model, tok, TEXTS, kinds=("linear_inputs", "activation_counts"), batch_size=3, progress=False)
+    stats = collect_statistics(model, tok, TEXTS, kinds=("linear_inputs", "activation_counts"), batch_size=3,
+                               progress=False)
     norm, sq, pos, tokens = reference_statistics(model, tok, TEXTS)
     lin = stats["linear_inputs"]
     assert set(lin.modules()) == set(norm)

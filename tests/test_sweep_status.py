@@ -68,8 +68,9 @@ def test_a_sweep_whose_point_fails_still_ends_with_the_line_and_a_report(tiny_di
     """))
     sweep = tmp_path / "sweep"
     path = os.pathsep.join([str(plug), *[p for p in sys.path if p]])
-    res = cli(["-m", *base_overrides(tiny_dir, tmp_path / "cache"), "eval.tasks=[boomprobe:boom]", "eval.batch_size=3,4",
-               "baseline=false", "logger=none", f"hydra.sweep.dir={sweep}"], cwd=tmp_path, env={"PYTHONPATH": path})
+    res = cli(["-m", *base_overrides(tiny_dir, tmp_path / "cache"), "eval.tasks=[boomprobe:boom]",
+               "eval.batch_size=3,4", "baseline=false", "logger=none", f"hydra.sweep.dir={sweep}"],
+              cwd=tmp_path, env={"PYTHONPATH": path})
     assert res.returncode != 0 and "RuntimeError: boom" in res.stderr
     (failed,) = [p for p in sweep.iterdir() if "eval.batch_size=3" in p.name]
     line = next(x for x in res.stderr.splitlines() if x.startswith("sweep "))

@@ -52,7 +52,8 @@ def test_names_are_short_and_carry_the_other_swept_keys() -> None:
     assert run_name(POINT) == "mathneuro K=0.01 s=1.1 seed=1"
     assert run_name({**POINT, "intervention": "prune", "scalar": 0.0}) == "mathneuro K=0.01 prune seed=1"
     assert run_name({**POINT, "method": "random", "reference": "wanda"}) == "random(wanda) K=0.01 s=1.1 seed=1"
-    assert run_name(POINT, {"filter": "race", "num_samples": "100"}) == "mathneuro K=0.01 s=1.1 seed=1 filter=race num_samples=100"
+    assert run_name(POINT, {"filter": "race", "num_samples": "100"}) == (
+        "mathneuro K=0.01 s=1.1 seed=1 filter=race num_samples=100")
     long = run_name(POINT, {"model.name_or_path": "x" * 80})
     other = run_name(POINT, {"model.name_or_path": "x" * 79 + "y"})
     assert len(long) == 64 and long != other  # cut, and still apart
@@ -71,7 +72,8 @@ def test_tags_name_every_field_a_comparison_filters_by() -> None:
 
 def test_swept_keys_come_from_the_sweeps_own_overrides(tmp_path: Path) -> None:
     (tmp_path / "multirun.yaml").write_text(
-        "hydra:\n  overrides:\n    task: ['top_k=0.01,0.05', 'filter=race,mmlu', 'method=mathneuro,random', 'seed=0']\n")
+        "hydra:\n  overrides:\n"
+        "    task: ['top_k=0.01,0.05', 'filter=race,mmlu', 'method=mathneuro,random', 'seed=0']\n")
     job = ["top_k=0.05", "filter=mmlu", "method=random", "seed=0"]
     assert swept_values(tmp_path, job) == {"filter": "mmlu"}  # method and K are in the name already; seed is fixed
     assert swept_values(tmp_path / "absent", job) == {}
@@ -83,7 +85,8 @@ def test_swept_keys_come_from_the_sweeps_own_overrides(tmp_path: Path) -> None:
 
 
 def test_metric_directions_follow_the_task_else_the_name() -> None:
-    tasks = {"wikitext": {"higher_is_better": {"word_perplexity": False}}, "odd": {"higher_is_better": {"score": False}}}
+    tasks = {"wikitext": {"higher_is_better": {"word_perplexity": False}},
+             "odd": {"higher_is_better": {"score": False}}}
     assert metric_direction("math/gsm8k/exact_match,strict-match") == "up"
     assert metric_direction("nonmath/wikitext/word_perplexity", tasks) == "down"
     assert metric_direction("nonmath/odd/score", tasks) == "down"  # the task says so

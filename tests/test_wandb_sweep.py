@@ -74,7 +74,8 @@ def test_a_points_summary_has_absolute_and_relative_changes_and_every_metric_a_d
         results = json.loads((folder / "results.json").read_text())
         after, before = results["metrics"], results["baseline_metrics"]
         for name, value in after.items():
-            assert r.summary[name] == pytest.approx(value) and r.summary[f"baseline/{name}"] == pytest.approx(before[name])
+            assert r.summary[name] == pytest.approx(value)
+            assert r.summary[f"baseline/{name}"] == pytest.approx(before[name])
             if not name.endswith("_stderr"):
                 assert r.summary[f"diff/{name}"] == pytest.approx(value - before[name])  # absolute, says so
                 if before[name]:
@@ -111,7 +112,8 @@ def test_per_example_tables_and_artifacts(swept):
         assert (meta["method"], meta["top_k"], meta["model"]) == (results["point"]["method"], 0.05, "tiny")
         assert meta["statistics_keys"] == results["statistics_keys"] and meta["group"] == r.run["run_group"]
         res = r.artifact("results")
-        assert {"results.json", "samples/arith.jsonl", "samples/mc.jsonl", "baseline_samples/mc.jsonl"} <= set(res["files"])
+        assert {"results.json", "samples/arith.jsonl", "samples/mc.jsonl",
+                "baseline_samples/mc.jsonl"} <= set(res["files"])
         assert res["metadata"]["scalar"] == results["point"]["scalar"]
         assert not [a for a in r.artifacts if a["type"] == "model"]  # export_model=false
 
@@ -122,7 +124,8 @@ def test_provenance_in_results_and_the_run_config(swept):
         assert prov["version"] == mathneuro.__version__ == prov["packages"]["mathneuro"]
         assert re.fullmatch(r"[0-9a-f]{40}", prov["git"]["commit"]) and isinstance(prov["git"]["dirty"], bool)
         assert {"torch", "transformers", "lm_eval", "hydra-core"} <= set(prov["packages"])
-        assert prov["tasks"]["arith"]["n_shot"] == 5 and prov["tasks"]["arith"]["higher_is_better"] == {"exact_match": True}
+        assert prov["tasks"]["arith"]["n_shot"] == 5
+        assert prov["tasks"]["arith"]["higher_is_better"] == {"exact_match": True}
         assert prov["tasks"]["ppl"]["higher_is_better"]["token_perplexity"] is False
         assert r.config["provenance"]["git"] == prov["git"]
         records = [json.loads(x) for x in (folder / "samples" / "arith.jsonl").read_text().splitlines()]
@@ -138,7 +141,8 @@ def test_one_report_run_per_sweep_with_one_history_row_per_compared_point(swept)
     assert first.run["run_id"] == identity["report_run_id"] and first.run["run_group"] == identity["group"]
     rows = [h for h in second.history if "K" in h]
     assert len(rows) == 4  # one per compared point
-    assert {(h["method"], h["scalar"], h["K"]) for h in rows} == {(m, float(s), 0.05) for m in METHOD_NAMES for s in SCALARS}
+    expected = {(m, float(s), 0.05) for m in METHOD_NAMES for s in SCALARS}
+    assert {(h["method"], h["scalar"], h["K"]) for h in rows} == expected
     mathneuro_rows = [h for h in rows if h["method"] == "mathneuro"]
     for h in mathneuro_rows:
         key = f"paired/mathneuro/s={h['scalar']}/vs_random/arith/exact_match"
@@ -161,10 +165,12 @@ def test_quiet_with_one_status_line_and_stages_in_each_points_log(swept):
     logs = [(folder / "mathneuro.log").read_text() for folder in swept["runs"]]
     for text in logs:
         assert "statistics embedded_math/linear_inputs:" in text and "selection: " in text
-        assert "eval [edited model] arith" in text and re.search(r"W&B run '(mathneuro|random) K=0\.05 s=1\.[13] seed=0' \(id ",
+        assert "eval [edited model] arith" in text and re.search(r"W&B run '(mathneuro|random) K=0\.05 s=1\.[13] "
+                                                                 r"seed=0' \(id ",
                                                                  text)
         assert "unedited model: " in text
-        folder = re.search(r"W&B run '[^']*' \(id \w+, group [\w-]+\): (\S+) \(offline; upload it with `wandb sync (\S+)`\)",
+        folder = re.search(r"W&B run '[^']*' \(id \w+, group [\w-]+\): (\S+) \(offline; upload it with `wandb sync "
+                           r"(\S+)`\)",
                            text)
         assert folder and folder.group(1) == folder.group(2) and Path(folder.group(1)).is_dir(), text[-2000:]
     assert sum("eval [unedited model] arith" in text for text in logs) == 1  # evaluated once, then from the cache

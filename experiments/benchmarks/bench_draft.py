@@ -257,7 +257,8 @@ def compare(edit: dict, runs: dict[str, dict], n: int, other: str = "drafted", b
         "score": {"undrafted" if p == base else "drafted" if p == other else p:
                   {f: sum(r["records"][i]["correct"][f] for i in ids) / n for f in filters} for p, r in runs.items()},
     } | ({"rebatched_same_text": sum(u["records"][i]["text"] == runs["rebatched"]["records"][i]["text"] for i in ids),
-          "rebatched_same_answer": {f: sum(u["records"][i]["answers"][f] == runs["rebatched"]["records"][i]["answers"][f]
+          "rebatched_same_answer": {f: sum(u["records"][i]["answers"][f]
+                                           == runs["rebatched"]["records"][i]["answers"][f]
                                            for i in ids) for f in filters}} if "rebatched" in runs else {})
 
 
@@ -350,7 +351,8 @@ def print_table(out: dict, args) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for e in out.get("today", []) + ([out["lookup"]] if "lookup" in out else []) + out["edits"]:
         n = e["questions"]
-        answers = " / ".join(f"{e['same_answer'][f]}/{n}" for f in sorted(e["same_answer"], key=lambda f: "strict" not in f))
+        answers = " / ".join(f"{e['same_answer'][f]}/{n}" for f in sorted(e["same_answer"],
+                                                                          key=lambda f: "strict" not in f))
         strict = next((f for f in e["score"]["undrafted"] if "strict" in f), None)
         print(f"| {e['edit']} | {e['undrafted_s']:.0f} ({e['undrafted_cpu_s']:.0f}) | {e['drafted_s']:.0f} "
               f"({e['drafted_cpu_s']:.0f}) | {e['speedup']:.2f}x ({e['cpu_speedup']:.2f}x) | {e['undrafted_passes']} / "

@@ -1,4 +1,5 @@
-"""Benchmark: an lm-eval task through lm-eval's ``HFLM`` code and through the decoding engine (``mathneuro-hf``), side by side.
+"""Benchmark: an lm-eval task through lm-eval's ``HFLM`` code and through the decoding engine (``mathneuro-hf``), side
+by side.
 
 A generation task (``gsm8k_cot``: the shared few-shot prefix) or a multiple-choice one (``race``: the
 article shared by a question's choices; ``mmlu``: one-token answer letters, scored from the last
@@ -37,12 +38,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default=str(DEFAULT_MODEL), help="a .gguf file, a folder holding one, or a model folder")
     p.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
-    p.add_argument("--task", default="gsm8k_cot", help="a task of mathneuro's task table (generation or multiple choice); "
+    p.add_argument("--task", default="gsm8k_cot",
+                   help="a task of mathneuro's task table (generation or multiple choice); "
                    "--draft also math_zeroshot: MATH problems zero-shot, \"Problem: ... Solution:\" (bench_draft.py)")
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--limit", type=int, default=24, help="questions (the first N of the test file; per subtask of a group)")
+    p.add_argument("--limit", type=int, default=24,
+                   help="questions (the first N of the test file; per subtask of a group)")
     p.add_argument("--max-gen-toks", type=int, default=None, help="cap on generated tokens (default: the task's)")
     p.add_argument("--order", default="plain,prefix", help="which paths run, in this order")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -53,7 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--edits", default="scale:0.05:1.1,scale:0.05:1.01,prune:0.15",
                    help="--draft: edits as intervention:top_k[:scalar], M from MathNeuro identification")
     p.add_argument("--identify-samples", type=int, default=100, help="--draft: samples per dataset for M")
-    p.add_argument("--filter-path", default=None, help="--draft: filter data (default: <data-dir>/mmlu/validation_prerelease.jsonl)")
+    p.add_argument("--filter-path", default=None,
+                   help="--draft: filter data (default: <data-dir>/mmlu/validation_prerelease.jsonl)")
     p.add_argument("--cache-dir", default=str(ROOT / "outputs" / "bench_cache"),
                    help="--draft: statistics cache, and the selections (reused across dtypes)")
     p.add_argument("--chunk", type=int, default=16,
@@ -193,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
             metrics = ", ".join(f"{k}={v:.3f}" for k, v in r["metrics"].items() if not k.endswith("_stderr"))
             print(f"{path:<8} {r['seconds']:>8.1f} {r['seconds'] / n:>11.2f} {r['cpu_seconds']:>8.1f} "
                   f"{r['peak_rss_gb']:>8.2f}  {metrics}")
-        print(f"speed-up {summary['speedup']:.2f}x (CPU time {summary['cpu_speedup']:.2f}x); same generated text {summary['same_text']}/{n}; same answer: "
+        print(f"speed-up {summary['speedup']:.2f}x (CPU time {summary['cpu_speedup']:.2f}x); same generated text "
+              f"{summary['same_text']}/{n}; same answer: "
               + ", ".join(f"{f} {k}/{n}" for f, k in summary["same_answer"].items()))
         if "max_loglikelihood_diff" in summary:
             print(f"largest difference of a choice's log-likelihood: {summary['max_loglikelihood_diff']:.2e}")

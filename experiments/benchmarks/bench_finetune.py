@@ -161,9 +161,11 @@ def main(argv: list[str] | None = None) -> dict:
         bucket.setdefault("anon_added_mb", []).append(anon.peak - anon.before)
         bucket.setdefault("peak_rss_mb", []).append(peak_rss_mb())
         bucket.setdefault("rss_before_mb", []).append(before)
-        print(json.dumps({"step": label, "seconds": round(bucket["seconds"][-1], 3), "peak_rss_mb": bucket["peak_rss_mb"][-1],
+        print(json.dumps({"step": label, "seconds": round(bucket["seconds"][-1], 3),
+                          "peak_rss_mb": bucket["peak_rss_mb"][-1],
                           "rss_before_mb": before, "anon_added_mb": round(anon.peak - anon.before, 1),
-                          "anon_before_mb": round(anon.before, 1)}), flush=True)  # each step as it ends: a cut-short run still says
+                          # each step as it ends: a cut-short run still says
+                          "anon_before_mb": round(anon.before, 1)}), flush=True)
 
     timings: dict[str, dict] = {"plain": {}, "finetune": {}}
     print(json.dumps({"weights_mb": round(weights_mb, 1), "selected": selected}), flush=True)

@@ -2,8 +2,9 @@
 
 Prints, for a real model, the time of MathNeuro's statistics pass over N samples as a
 ratio to the fastest plain forward over the same batches, the original's per-sample
-scoring (|W|·a materialised in bf16 per sample, docs/method.md#1-importance-of-a-weight, docs/method.md#7-where-mathneuro-departs-from-the-original-code) on a subset, and peak memory
-against the weights' size. Ratios are measured in one run (this machine is noisy).
+scoring (|W|·a materialised in bf16 per sample, docs/method.md#1-importance-of-a-weight,
+docs/method.md#7-where-mathneuro-departs-from-the-original-code) on a subset, and peak memory against the weights' size.
+Ratios are measured in one run (this machine is noisy).
 
     python experiments/benchmarks/bench_identification.py [--model embedded://smollm2-135m] [--n 64]
 """

@@ -129,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         r["token_cost"] = token_cost_fit(r)
         out["results"].append(r)
         print(f"\n{Path(args.model).parent.name}, {args.dtype}, {device} ({cpu}, {out['threads']} threads), "
-              f"{out['attention']} attention, batch {batch}, {args.context}-token cache: decode step {r['step_s'] * 1e3:.1f} ms; "
+              f"{out['attention']} attention, batch {batch}, {args.context}-token cache: decode step "
+              f"{r['step_s'] * 1e3:.1f} ms; "
               f"fitted token_cost {r['token_cost']:.4f} (1/{1 / r['token_cost']:.0f})")
         print("| tokens per row | pass ms | decode steps | ceiling (w x step / pass) |")
         print("|---|---|---|---|")

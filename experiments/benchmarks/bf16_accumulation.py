@@ -45,11 +45,13 @@ MODELS = {
 }
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"  # ../shared/data from the repo root
 MATH_TEMPLATE = "Question: {question}\nAnswer: {answer}"  # conf/task/gsm8k.yaml
-RACE_TEMPLATE = "{article}\n\nQuestion: {question}\n{options_lettered}\nAnswer: {answer}. {answer_text}"  # conf/filter/race.yaml
+# conf/filter/race.yaml
+RACE_TEMPLATE = "{article}\n\nQuestion: {question}\n{options_lettered}\nAnswer: {answer}. {answer_text}"
 
 
 @torch.no_grad()
-def per_sample_norms(model, tokenizer, texts: list[str], *, max_length: int, batch_size: int) -> dict[str, torch.Tensor]:
+def per_sample_norms(model, tokenizer, texts: list[str], *, max_length: int,
+                     batch_size: int) -> dict[str, torch.Tensor]:
     """Per scored linear, the [N, d_in] float32 matrix of a_s[j] = ||X_s[:, j]||₂ over real tokens,
     rows in the order of ``texts`` (the same per-sample norms the tool sums)."""
     targets = find_target_linears(model)
@@ -113,7 +115,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="135m", help="135m, 0.5b, 1.5b or a path / Hub id")
     parser.add_argument("--dtype", default="bfloat16",
-                        help="model dtype of the forward pass (the original: bfloat16; float32 where the CPU lacks bf16 units)")
+                        help="model dtype of the forward pass "
+                             "(the original: bfloat16; float32 where the CPU lacks bf16 units)")
     parser.add_argument("--num-samples", type=int, default=192, help="samples of each of math and filter")
     parser.add_argument("--top-k", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)

@@ -73,7 +73,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--prefix-cache", action="store_true", help="mathneuro's default; off: plain HFLM on both sides")
+    parser.add_argument("--prefix-cache", action="store_true",
+                        help="mathneuro's default; off: plain HFLM on both sides")
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()

@@ -48,7 +48,8 @@ def split_groups(argv: list[str]) -> tuple[Path, list[str], list[tuple[str, list
         else:
             common.append(arg)
     if out is None or not groups:
-        raise ConfigError("usage: baseline_eval.py --out DIR [--seed-drafts] [OVERRIDE...] --task NAME [OVERRIDE...] ...")
+        raise ConfigError("usage: baseline_eval.py --out DIR [--seed-drafts] [OVERRIDE...] "
+                          "--task NAME [OVERRIDE...] ...")
     return out, common, groups, seed
 
 
@@ -111,7 +112,8 @@ def evaluate_task(bench, task: str, cfg, folder: Path) -> None:
     write_json_atomic(folder / "metrics.json", {"task": task, "metrics": metrics, "model": bench.identity,
                                                 "eval": dataclasses.asdict(cfg.eval),
                                                 "hardware": origin.get("hardware") or describe_hardware(bench.model),
-                                                **({"provenance": origin["provenance"]} if "provenance" in origin else {})})
+                                                **({"provenance": origin["provenance"]}
+                                                   if "provenance" in origin else {})})
     print(f"{task}: {json.dumps(metrics, sort_keys=True)}", flush=True)
 
 

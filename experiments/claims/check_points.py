@@ -5,9 +5,10 @@
 Composes the config as `mathneuro` does, once with the first value of every swept key and once for
 each further value of each swept key (one key varied at a time), and runs the runner's validation
 on each: task and filter files, evaluated task names and their data files, limits, method, dtype.
-Also refuses a `method.<setting>` (`intervention.<setting>`) that no method (intervention) of the sweep has, an `eval.limits.<task>` whose task is not evaluated (a typo that would silently leave
-a task unlimited) and a model file that is missing or damaged. Prints one line per problem and
-exits 2 on the first bad composition; prints "ok: N composition(s)" otherwise.
+Also refuses a `method.<setting>` (`intervention.<setting>`) that no method (intervention) of the sweep has, an
+`eval.limits.<task>` whose task is not evaluated (a typo that would silently leave a task unlimited) and a model file
+that is missing or damaged. Prints one line per problem and exits 2 on the first bad composition; prints "ok: N
+composition(s)" otherwise.
 """
 
 from __future__ import annotations

@@ -57,7 +57,8 @@ def gguf_facts(path: Path) -> dict:
     corr = float(np.corrcoef(a, b)[0, 1])
     rel = float(np.linalg.norm(a - b) / np.linalg.norm(b))
     same = corr > 0.99
-    facts.update(quant_types=[emb.tensor_type.name, out.tensor_type.name], rows_compared=[rows.start, min(rows.stop, len(emb.data))],
+    facts.update(quant_types=[emb.tensor_type.name, out.tensor_type.name],
+                 rows_compared=[rows.start, min(rows.stop, len(emb.data))],
                  correlation=round(corr, 5), relative_difference=round(rel, 4), output_stored_twice=same,
                  upstream_parameters=total - int(out.n_elements) if same else total)
     return facts
@@ -67,7 +68,8 @@ def selection_files(folders: list[str]) -> list[Path]:
     found: list[Path] = []
     for folder in folders:
         p = Path(folder)
-        found += [p / "selection.safetensors"] if (p / "selection.safetensors").is_file() else sorted(p.glob("*/selection.safetensors"))
+        found += ([p / "selection.safetensors"] if (p / "selection.safetensors").is_file()
+                  else sorted(p.glob("*/selection.safetensors")))
     return found
 
 
@@ -82,7 +84,8 @@ def block_spread(path: Path) -> dict:
     point = json.loads(results.read_text()).get("point", {}) if results.is_file() else {}
     recorded = json.loads(results.read_text()).get("selection", {}).get("per_layer") if results.is_file() else None
     return {"file": str(path), "point": point, "num_selected": total, "num_scored": count_entries(sel),
-            "blocks": len(counts), "per_block_count": counts, "per_block_share": {k: round(v, 5) for k, v in shares.items()},
+            "blocks": len(counts), "per_block_count": counts,
+            "per_block_share": {k: round(v, 5) for k, v in shares.items()},
             "share_min": min(values), "share_max": max(values), "share_even": 1 / len(values),
             "max_over_min": max(values) / min(values), "cv": statistics.pstdev(values) / statistics.mean(values),
             "matches_results_json": recorded is None or {k: v for k, v in recorded.items() if k.isdigit()} == counts}
@@ -99,7 +102,8 @@ def point_rows(sources: list[str]) -> list[dict]:
                     layers = {k[len("per_layer/"):]: int(float(v)) for k, v in r.items()
                               if k.startswith("per_layer/") and k[len("per_layer/"):].isdigit() and v not in ("", None)}
                     rows.append({"source": str(p), "model": r.get("model"), "filter": r.get("filter"),
-                                 "method": r.get("method"), "top_k": float(r.get("top_k") or "nan"), "seed": r.get("seed"),
+                                 "method": r.get("method"), "top_k": float(r.get("top_k") or "nan"),
+                                 "seed": r.get("seed"),
                                  "num_selected": int(float(r["selection/num_selected"])),
                                  "num_parameters": int(float(r["selection/num_parameters"])), "per_layer": layers})
         else:
@@ -130,9 +134,11 @@ def summarise_points(rows: list[dict], models: dict) -> list[dict]:
         counts = [s[2] for s in sizes]
         shares = [v / sum(r["per_layer"].values()) for r in rs if r.get("per_layer") for v in r["per_layer"].values()]
         blocks = {len(r["per_layer"]) for r in rs if r.get("per_layer")}
-        out.append({"model": model, "filter": filt, "top_k": top_k, "points": len(counts), "seeds": sorted({str(s[1]) for s in sizes}),
+        out.append({"model": model, "filter": filt, "top_k": top_k, "points": len(counts),
+                    "seeds": sorted({str(s[1]) for s in sizes}),
                     "num_selected_min": counts[0], "num_selected_max": counts[-1], "loaded_parameters": sorted(loaded),
-                    "pct_loaded": [100 * c / next(iter(loaded)) for c in (counts[0], counts[-1])] if len(loaded) == 1 else None,
+                    "pct_loaded": ([100 * c / next(iter(loaded)) for c in (counts[0], counts[-1])]
+                                   if len(loaded) == 1 else None),
                     "upstream_parameters": upstream,
                     "pct_upstream": [100 * c / upstream for c in (counts[0], counts[-1])] if upstream else None,
                     "blocks": sorted(blocks), "block_share_min": min(shares) if shares else None,
@@ -142,31 +148,40 @@ def summarise_points(rows: list[dict], models: dict) -> list[dict]:
 
 def markdown(report: dict) -> str:
     lines = ["# Claim 4: M's share of the model, with both denominators", "",
-             "| model | loaded parameters (GGUF tensors) | output.weight | same matrix as token_embd? | upstream parameters (embeddings once) |",
+             "| model | loaded parameters (GGUF tensors) | output.weight | same matrix as token_embd? | upstream "
+             "parameters (embeddings once) |",
              "|---|---|---|---|---|"]
     for name, f in report["models"].items():
         same = (f"yes (corr {f['correlation']}, rel. diff {f['relative_difference']}, {'/'.join(f['quant_types'])})"
                 if f.get("output_stored_twice") else "no")
-        lines.append(f"| {name} | {f['loaded_parameters']:,} | {f['output'] or 0:,} | {same} | {f['upstream_parameters']:,} |")
+        lines.append(f"| {name} | {f['loaded_parameters']:,} | {f['output'] or 0:,} | {same} | "
+                     f"{f['upstream_parameters']:,} |")
     lines += ["", f"Upstream facts: {report['upstream_note']}.", ""]
     if report["points"]:
-        lines += ["| model | filter | K | points (seeds) | M (weights) | % of loaded | % of upstream | block share of M (min–max, all points) |",
+        lines += ["| model | filter | K | points (seeds) | M (weights) | % of loaded | % of upstream | block share of "
+                  "M (min–max, all points) |",
                   "|---|---|---|---|---|---|---|---|"]
         for p in report["points"]:
             def rng(v):
                 return "–" if not v else (f"{v[0]:.2f}" if abs(v[0] - v[1]) < 5e-3 else f"{v[0]:.2f}–{v[1]:.2f}")
             spread = ("–" if p["block_share_min"] is None else
-                      f"{100 * p['block_share_min']:.2f}–{100 * p['block_share_max']:.2f} % ({'/'.join(map(str, p['blocks']))} blocks)")
-            m = f"{p['num_selected_min']:,}" + ("" if p["num_selected_min"] == p["num_selected_max"] else f"–{p['num_selected_max']:,}")
-            lines.append(f"| {p['model']} | {p['filter']} | {p['top_k']} | {p['points']} ({','.join(p['seeds'])}) | {m} | "
-                         f"{rng(p['pct_loaded'])} | {rng(p['pct_upstream'])} | {spread} |")
+                      f"{100 * p['block_share_min']:.2f}–{100 * p['block_share_max']:.2f} % "
+                      f"({'/'.join(map(str, p['blocks']))} blocks)")
+            m = f"{p['num_selected_min']:,}" + ("" if p["num_selected_min"] == p["num_selected_max"]
+                                                else f"–{p['num_selected_max']:,}")
+            lines.append(f"| {p['model']} | {p['filter']} | {p['top_k']} | {p['points']} ({','.join(p['seeds'])}) | "
+                         f"{m} | {rng(p['pct_loaded'])} | {rng(p['pct_upstream'])} | {spread} |")
         lines.append("")
     for s in report["selections"]:
         pt = s["point"]
-        lines += [f"## Per-block spread: {pt.get('model')} {pt.get('filter')} filter, K = {pt.get('top_k')}, draw {pt.get('seed')}", "",
-                  f"M = {s['num_selected']:,} weights over {s['blocks']} blocks; share per block {100 * s['share_min']:.2f}–"
-                  f"{100 * s['share_max']:.2f} % (even: {100 * s['share_even']:.2f} %), largest / smallest = {s['max_over_min']:.2f}, "
-                  f"coefficient of variation {s['cv']:.3f}; per-block counts equal results.json's: {s['matches_results_json']}.", "",
+        lines += [f"## Per-block spread: {pt.get('model')} {pt.get('filter')} filter, K = {pt.get('top_k')}, draw "
+                  f"{pt.get('seed')}", "",
+                  f"M = {s['num_selected']:,} weights over {s['blocks']} blocks; share per block "
+                  f"{100 * s['share_min']:.2f}–"
+                  f"{100 * s['share_max']:.2f} % (even: {100 * s['share_even']:.2f} %), largest / smallest = "
+                  f"{s['max_over_min']:.2f}, "
+                  f"coefficient of variation {s['cv']:.3f}; per-block counts equal results.json's: "
+                  f"{s['matches_results_json']}.", "",
                   "| block | " + " | ".join(s["per_block_share"]) + " |", "|---|" + "---|" * len(s["per_block_share"]),
                   "| % of M | " + " | ".join(f"{100 * v:.2f}" for v in s["per_block_share"].values()) + " |", ""]
     return "\n".join(lines)
@@ -174,7 +189,8 @@ def markdown(report: dict) -> str:
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--gguf", action="append", default=[], help="NAME=FILE: a model's GGUF (NAME as in results' point.model)")
+    p.add_argument("--gguf", action="append", default=[],
+                   help="NAME=FILE: a model's GGUF (NAME as in results' point.model)")
     p.add_argument("--run", action="append", default=[], help="folders with selection.safetensors (or sweeps of them)")
     p.add_argument("--points", action="append", default=[], help="points.csv files or folders of results.json")
     p.add_argument("--out", required=True, help="output prefix: writes <out>.json and <out>.md")

@@ -90,8 +90,9 @@ CLAIMS = (  # id, statement, parts (in order), margin text
     ("6", "M found on GSM8K destroys MATH, MathQA, EGSM; leaves HellaSwag, PIQA, WinoGrande, WikiText, MuTual "
           "about as random pruning does", ("math", "non-math"), "non-math ±0.05 (WikiText ±10 % perplexity)"),
 )
-NOT_TESTABLE = {"2 (LAPE)": "'inconsistent' is across models and tasks; one model family is run (ANALYSIS_PLAN.md §10); "
-                      "LAPE is not run under the amendment of 2026-12-06"}
+NOT_TESTABLE = {"2 (LAPE)": "'inconsistent' is across models and tasks; "
+                            "one model family is run (ANALYSIS_PLAN.md §10); "
+                            "LAPE is not run under the amendment of 2026-12-06"}
 
 
 def _t(id_: str, group: str, claim: str, part: str, title: str, study: str, select: Mapping[str, Any],
@@ -158,8 +159,8 @@ def _generalisation_tests() -> list[Test]:
               for g, (name, task, metric, chance) in zip("def", maths, strict=True)]
     nonmath = (("HellaSwag", "hellaswag", "acc_norm"), ("PIQA", "piqa", "acc_norm"),
                ("WinoGrande", "winogrande", "acc"), ("MuTual", "mutual", "r@1"))
-    tests += [_t(f"6{g} {name}", f"6{g}", "6", "non-math", f"M − random, {name}", "generalisation", m, "random", (task,),
-                 metric, "equivalence", margin=0.05, family="F6-nonmath")
+    tests += [_t(f"6{g} {name}", f"6{g}", "6", "non-math", f"M − random, {name}", "generalisation", m,
+                 "random", (task,), metric, "equivalence", margin=0.05, family="F6-nonmath")
               for g, (name, task, metric) in zip("ghij", nonmath, strict=True)]
     tests.append(_t("6k WikiText-2", "6k", "6", "non-math", "M vs random, WikiText-2 log word-perplexity ratio",
                     "generalisation", m, "random", ("wikitext",), "word_perplexity", "equivalence",
@@ -189,7 +190,8 @@ def claim4(tree: Mapping[str, Sequence[Packed]], band: tuple[float, float] = (1.
             continue
         shares = [layers.get(b, 0.0) / total * blocks for b in range(blocks)]  # 1.0 = the even share
         draws.setdefault(str(p.get("filter")), []).append({
-            "seed": p.get("seed"), "upstream": edited / upstream, "loaded": edited / float(sel.get("num_parameters") or math.nan),
+            "seed": p.get("seed"), "upstream": edited / upstream,
+            "loaded": edited / float(sel.get("num_parameters") or math.nan),
             "low": min(shares), "high": max(shares)})
     if not draws:
         return {"status": NOT_RUN, "parts": {"share": NOT_RUN, "spread": NOT_RUN}, "draws": {}}
@@ -217,7 +219,8 @@ def _claim5_at(packs: Sequence[Packed]) -> tuple[dict[int, dict], str]:
         if packed.name != AMENDED_TABLE:  # the issue-16 table (two draws, seen before the plan) is context only
             continue
         for row in packed.rows:
-            if row.get("model") == MODEL and row.get("filter") == "mmlu" and math.isclose(float(row.get("top_k") or 0), 0.15):
+            if (row.get("model") == MODEL and row.get("filter") == "mmlu"
+                    and math.isclose(float(row.get("top_k") or 0), 0.15)):
                 at[int(row["num_samples"])] = row
     return at, "table"
 
@@ -341,7 +344,8 @@ def confirm_tests(am: Amendment) -> list[Test]:
     for who, label in (("mathneuro", "M"), ("random", "random")):
         tests += [one(f"1ctx {label} {name}", "1ctx", "1", "", f"{label} − unedited, {name}", "prune",
                       {**sel, "method": who}, "baseline", tasks, metric, "context", role="context")
-                  for name, tasks, metric in (("GSM8K", GSM8K, STRICT), ("RACE-high", RACE, "acc"), ("MMLU", MMLU, "acc"))]
+                  for name, tasks, metric in (("GSM8K", GSM8K, STRICT), ("RACE-high", RACE, "acc"),
+                                              ("MMLU", MMLU, "acc"))]
     tests.append(one("6d MATH", "6d", "6", "math", "M − unedited vs −0.5 × (unedited − chance), MATH",
                      "generalisation", m, "baseline", MATH, "math_verify", "threshold", factor=-0.5, chance=0.0))
     return tests

@@ -169,7 +169,8 @@ def accuracy(records: Path, study: str, method: str, task: str, metric: str, see
 def baseline_accuracy(records: Path, study: str, task: str, metric: str, n: int) -> float:
     """The unedited model's mean on the first n examples of the study's newest baseline holding the task."""
     packs = [p for p in _study(records, study) if p.kind == "baseline" and task in p.examples]
-    values = [float(v[metric]) for k, v in sorted(packs[-1].examples[task].items(), key=lambda kv: _order(kv[0])) if metric in v]
+    values = [float(v[metric]) for k, v in sorted(packs[-1].examples[task].items(),
+                                                  key=lambda kv: _order(kv[0])) if metric in v]
     return float(np.mean(values[:n]))
 
 
@@ -219,7 +220,8 @@ def tests(records: Path = RECORDS) -> list[dict]:
 def paired_keys(records: Path) -> list:
     """The MATH examples test 6d was judged on in the amended plan (claim 6's points, draws 0-1)."""
     packs = _study(records, "generalisation")
-    sets_ = [set(p.examples.get("minerva_math", {})) for p in packs if p.kind == "point" and p.name.startswith("mathneuro__")]
+    sets_ = [set(p.examples.get("minerva_math", {})) for p in packs
+             if p.kind == "point" and p.name.startswith("mathneuro__")]
     return sorted(set.intersection(*sets_), key=_order)
 
 

@@ -22,7 +22,8 @@ HERE = Path(__file__).resolve().parent
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=Path, default=HERE.parent / "records", help="records root (default: %(default)s)")
+    parser.add_argument("--records", type=Path, default=HERE.parent / "records",
+                        help="records root (default: %(default)s)")
     args = parser.parse_args(argv)
     changed = [p for p in sorted(args.records.glob(f"*/*{SUFFIX}")) if label_machines(p)]
     for path in changed:

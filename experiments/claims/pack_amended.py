@@ -1,6 +1,7 @@
 """Pack the finished points of the amended plan's stages (``claims_amended.sh``) into ``experiments/records/``.
 
-    .venv/bin/python experiments/claims/pack_amended.py [--root /work/exp-outputs/claims_amended] [--out experiments/records]
+    .venv/bin/python experiments/claims/pack_amended.py \\
+        [--root /work/exp-outputs/claims_amended] [--out experiments/records]
 
 - the unedited evaluation (``ROOT/baseline/<task>/``) as one baseline file in each study (``prune``,
   ``scale``, ``generalisation``), committed before the study's points run and paired with every point
@@ -131,7 +132,8 @@ def _pack_by_machine(root: Path, folder: Path, study: str, sources: list[Path], 
             base = pack_baseline({t: dirs[t] for t in needed}, folder, study=study, model=MODEL, noted_hardware=noted)
             written.append(base)
         written += pack_sweep(sources, folder, study=study, baseline=base.name[: -len(SUFFIX)],
-                              include=lambda r, m=machine: str(_point_machine(r)) == m and not r.get("computed_elsewhere"))
+                              include=lambda r, m=machine: (str(_point_machine(r)) == m
+                                                            and not r.get("computed_elsewhere")))
     return written
 
 
@@ -264,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="print where this machine's own unedited evaluation of TASK... goes, or nothing when "
                              "ROOT/baseline made them all on this kind of machine; pack nothing")
     parser.add_argument("--unpacked", nargs="+", metavar="ARG",
-                        help="STUDY FILTER SEED TASK METHOD...: print the methods (comma-joined) without a packed point "
-                             "of STUDY at that filter and seed whose records hold TASK (- for any); pack nothing")
+                        help="STUDY FILTER SEED TASK METHOD...: print the methods (comma-joined) without a packed "
+                             "point of STUDY at that filter and seed whose records hold TASK (- for any); pack nothing")
     args = parser.parse_args(argv)
     root = Path(args.root)
     if args.unpacked:

@@ -36,7 +36,8 @@ def fmt(value: str) -> str:
 
 
 def markdown(rows: list[dict[str, str]]) -> str:
-    lines = ["| model | edit | vs | task / metric | seeds | n | paired diff [95 % CI] |", "|---|---|---|---|---|---|---|"]
+    lines = ["| model | edit | vs | task / metric | seeds | n | paired diff [95 % CI] |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         edit = f"{r['method']} ({r.get('filter', '')} filter), {r.get('intervention', '')}"
         if r.get("intervention") == "scale":
@@ -52,7 +53,8 @@ def markdown(rows: list[dict[str, str]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("paired_csv", nargs="+")
-    p.add_argument("--metric", action="append", default=[], help="task/metric to keep, e.g. arith/exact_match (repeatable)")
+    p.add_argument("--metric", action="append", default=[],
+                   help="task/metric to keep, e.g. arith/exact_match (repeatable)")
     p.add_argument("--top-k", action="append", type=float, default=[], help="top-K to keep (repeatable)")
     args = p.parse_args(argv)
     rows = [r for r in read_rows(args.paired_csv) if keep(r, args.metric, args.top_k)]

@@ -2,7 +2,8 @@
 
     .venv/bin/python experiments/claims/plan_power.py            # markdown tables on stdout
     .venv/bin/python experiments/claims/plan_power.py --amended  # the amendment of 2026-12-06
-    .venv/bin/python experiments/claims/plan_power.py --confirmatory  # the confirmatory amendment (experiments/claims/confirm_power.py)
+    # the confirmatory amendment (experiments/claims/confirm_power.py):
+    .venv/bin/python experiments/claims/plan_power.py --confirmatory
 
 Inputs are the committed pilot results of issue 16 on Qwen2.5-Coder-1.5B
 (``experiments/results/claims_1p5b/*/paired.csv`` and ``points.csv``); no per-example record of those
@@ -153,15 +154,19 @@ def report(root: Path = ROOT) -> str:
         lines.append(f"| {cls} | {task} | {n} | {v:.3f} | {sd:.3f} | {p['se']:.4f} | {p['mdd']:.3f} | "
                      f"{p['power0.03']:.2f} | {p['power0.05']:.2f} | {p['margin80']:.3f} |")
     lines += ["", "### The same comparisons at other sizes (MMLU and RACE: M - random, pruning)", "",
-              "| task | n | se | detectable difference | equivalence power at +-0.03 | at +-0.05 |", "|---|---|---|---|---|---|"]
+              "| task | n | se | detectable difference | equivalence power at +-0.03 | at +-0.05 |",
+              "|---|---|---|---|---|---|"]
     for task in ("mmlu", "race"):
         v, sd = chosen[("prune: M - random, non-math", task)]
         for n in (300, 570, 1140, 2280):
             p = power_row(v, sd, n)
-            lines.append(f"| {task} | {n} | {p['se']:.4f} | {p['mdd']:.3f} | {p['power0.03']:.2f} | {p['power0.05']:.2f} |")
+            lines.append(f"| {task} | {n} | {p['se']:.4f} | {p['mdd']:.3f} | {p['power0.03']:.2f} | "
+                         f"{p['power0.05']:.2f} |")
     sd_nonmath = max(chosen[("prune: M - random, non-math", t)][1] for t in ("mmlu", "race"))
-    lines += ["", f"### Tasks without a pilot (generalisation, MATH): assumed discordance, draw sd {sd_nonmath:.3f}", "",
-              "| task | n | " + " | ".join(f"discordance {d:.2f}: detectable / equiv. power +-0.05" for d in ASSUMED_DISCORDANCE)
+    lines += ["", f"### Tasks without a pilot (generalisation, MATH): assumed discordance, draw sd {sd_nonmath:.3f}",
+              "",
+              "| task | n | " + " | ".join(f"discordance {d:.2f}: detectable / equiv. power +-0.05"
+                                          for d in ASSUMED_DISCORDANCE)
               + " |", "|---|---|" + "---|" * len(ASSUMED_DISCORDANCE)]
     for task, n in UNPILOTED:
         cells = []
@@ -258,7 +263,8 @@ def amended(root: Path = ROOT) -> str:
         cells = ", ".join(f"{power_equivalence(0.05, se(d, 0.014, n, 2)):.2f} at discordance {d:.2f}"
                           for d in ASSUMED_DISCORDANCE)
         lines.append(f"| {test} | M - random, {task}, +-0.05 | {n} | 2 | assumed | 0.014 | — | {cells} |")
-    lines.append("| 6k | M vs random, WikiText-2 log word-perplexity ratio, +-log 1.10 | 15 articles | 2 | no pilot | — | — "
+    lines.append("| 6k | M vs random, WikiText-2 log word-perplexity ratio, +-log 1.10 | 15 articles | 2 | no pilot "
+                 "| — | — "
                  "| unknown: no pilot of the per-article variance |")
     return "\n".join(lines) + "\n"
 
@@ -273,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.confirmatory:
         import importlib.util
 
-        spec = importlib.util.spec_from_file_location("confirm_power", Path(__file__).resolve().parent / "confirm_power.py")
+        spec = importlib.util.spec_from_file_location("confirm_power",
+                                                      Path(__file__).resolve().parent / "confirm_power.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         sys.stdout.write(module.report())

@@ -8,7 +8,8 @@
 draws of ``--num-samples`` records for each seed, as ``mathneuro.data.draw_samples`` makes them), the first
 ``--size`` of them in file order (``--order shuffle``: of a shuffle seeded by ``--seed``), to a .jsonl outside the
 repository (the data may not be copied into it), with a sidecar ``.json`` naming the source, the excluded
-indices' count and the kept indices. The search scores K and s on these questions, never on GSM8K test, so the test stays untouched.
+indices' count and the kept indices. The search scores K and s on these questions, never on GSM8K test, so the test
+stays untouched.
 
 ``best`` reads every trial of a search folder (an Optuna study or an explicit grid: each point's
 ``results.json``) and prints the top_k and scalar of the highest objective (ties: the smaller K, then s).
@@ -31,7 +32,8 @@ import yaml
 from mathneuro.data import draw_samples, read_jsonl
 
 
-def validation_indices(num_records: int, draws: list[int], num_samples: int, size: int, seed: int | None) -> tuple[list[int], set[int]]:
+def validation_indices(num_records: int, draws: list[int], num_samples: int, size: int,
+                       seed: int | None) -> tuple[list[int], set[int]]:
     """(kept indices, excluded indices): ``size`` indices of ``range(num_records)`` drawn by no identification draw:
     the first ``size`` in file order (``seed`` None), else the first ``size`` of a shuffle seeded by ``seed``."""
     used: set[int] = set()
@@ -146,7 +148,8 @@ def main(argv: list[str]) -> int:
         elif args.cmd == "best":
             rows = trials(Path(args.folder))
             if args.expect is not None and len(rows) < args.expect:
-                raise ValueError(f"{args.folder}: {len(rows)} of {args.expect} trials complete; finish the search first")
+                raise ValueError(f"{args.folder}: {len(rows)} of {args.expect} trials complete; "
+                                 "finish the search first")
             r = best(rows)
             print(f"{round(float(r['top_k']), 4)} {round(float(r['scalar']), 4)}")
         else:

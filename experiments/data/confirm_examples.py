@@ -1,16 +1,19 @@
 """The confirmatory amendment's fresh examples: test examples no committed record has used, in a seeded order.
 
-    .venv/bin/python experiments/data/confirm_examples.py list  [--data ../shared/data]   # write experiments/confirm/examples.json
-    .venv/bin/python experiments/data/confirm_examples.py check [--data ../shared/data]   # exit 1 if it differs from a recomputation
-    .venv/bin/python experiments/data/confirm_examples.py build --out DIR [--data ...]    # a data folder holding only them
+    # write experiments/confirm/examples.json
+    .venv/bin/python experiments/data/confirm_examples.py list  [--data ../shared/data]
+    # exit 1 if it differs from a recomputation
+    .venv/bin/python experiments/data/confirm_examples.py check [--data ../shared/data]
+    # a data folder holding only them
+    .venv/bin/python experiments/data/confirm_examples.py build --out DIR [--data ...]
 
 ANALYSIS_PLAN.md, amendment of 2026-12-07 (confirmatory). For each evaluated set (GSM8K test, RACE-high test
 articles, each MMLU subject's test questions, each MATH subject's test problems) the *used* examples are the
 doc ids of that set in every committed record under ``experiments/records/`` (packed ``*.jsonl.gz`` and the raw
 baseline tarballs); the *fresh* ones are all others. They are sorted by their index in the file, shuffled with
 ``random.Random(f"{SEED}:{set}")`` and the first ``SIZES[set]`` are chosen. The amendment's own records
-(``records/confirm*/``) are not "committed records" here: their doc ids index the fresh lists. The list is a choice made before
-any run (nothing about the model is read), so it is committed with the amendment.
+(``records/confirm*/``) are not "committed records" here: their doc ids index the fresh lists. The list is a choice made
+before any run (nothing about the model is read), so it is committed with the amendment.
 
 ``build`` writes a folder laid out like ``../shared/data`` whose test files hold the chosen examples in the
 chosen order (every other file is a link to the source folder's), so the evaluation's "first n" is the
@@ -141,7 +144,8 @@ def build(data: Path, out: Path, lists: dict) -> Path:
         if entry.get("where"):
             lines = [line for line in lines if all(json.loads(line).get(k) == v for k, v in entry["where"].items())]
         if len(lines) != entry["n"]:
-            raise SystemExit(f"error: {name}: {entry['file']} has {len(lines)} examples, the list was made for {entry['n']}")
+            raise SystemExit(f"error: {name}: {entry['file']} has {len(lines)} examples, the list was made for "
+                             f"{entry['n']}")
         by_file.setdefault(entry["file"], []).extend(lines[i] for i in entry["chosen"])
     out.mkdir(parents=True, exist_ok=True)
     for rel, lines in by_file.items():

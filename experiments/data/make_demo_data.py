@@ -285,7 +285,8 @@ def practice(rng: random.Random) -> tuple[str, str]:
     steps = [
         f"On weekdays {p['subj']} practises {calc(f'5*{m}', 5 * m)} minutes a week.",
         f"On the weekend {p['subj']} practises {calc(f'2*{n}', 2 * n)} minutes.",
-        f"One week is {calc(f'{5 * m}+{2 * n}', week)} minutes, so {k} weeks are {calc(f'{week}*{k}', week * k)} minutes.",
+        f"One week is {calc(f'{5 * m}+{2 * n}', week)} minutes, "
+        f"so {k} weeks are {calc(f'{week}*{k}', week * k)} minutes.",
     ]
     return q, solution(steps, week * k)
 
@@ -402,7 +403,8 @@ PLACES = {
     "the beach": ("the rocks at the far end", "a smooth green stone shaped like a heart"),
     "the bakery": ("the counter near the ovens", "a recipe card written in careful handwriting"),
 }
-WEATHER = ["bright and sunny", "grey and drizzly", "windy and cold", "foggy in the early hours", "warm with a light breeze"]
+WEATHER = ["bright and sunny", "grey and drizzly", "windy and cold", "foggy in the early hours",
+           "warm with a light breeze"]
 REASONS = [  # (what the passage says, how the answer puts it); {subj} is the pronoun
     ("wanted to find a birthday present for a friend", "to find a birthday present for a friend"),
     ("needed a quiet place to think", "because {subj} needed a quiet place to think"),
@@ -464,12 +466,15 @@ def make_reading(rng: random.Random, count: int) -> list[dict]:
 KNOWLEDGE = [
     ("Which gas do plants take in from the air to make their food?", "Plants take in carbon dioxide."),
     ("What do bees collect from flowers to make honey?", "Bees collect nectar."),
-    ("Why do we see lightning before we hear thunder?", "Light travels much faster than sound, so the flash reaches us first."),
+    ("Why do we see lightning before we hear thunder?",
+     "Light travels much faster than sound, so the flash reaches us first."),
     ("What is the name of the process in which water vapour turns back into liquid?", "It is called condensation."),
     ("Which organ pumps blood around the human body?", "The heart pumps blood around the body."),
     ("What do caterpillars turn into?", "Caterpillars turn into butterflies or moths."),
-    ("Why do people wear light-coloured clothes in hot weather?", "Light colours reflect more sunlight, so they stay cooler."),
-    ("What is the main job of the roots of a plant?", "Roots hold the plant in place and take up water and minerals from the soil."),
+    ("Why do people wear light-coloured clothes in hot weather?",
+     "Light colours reflect more sunlight, so they stay cooler."),
+    ("What is the main job of the roots of a plant?",
+     "Roots hold the plant in place and take up water and minerals from the soil."),
     ("Which animal is known for building dams across streams?", "The beaver builds dams."),
     ("What causes a shadow?", "A shadow forms where an object blocks light."),
     ("What is the frozen form of water called?", "It is called ice."),
@@ -477,18 +482,22 @@ KNOWLEDGE = [
     ("Which season comes after autumn?", "Winter comes after autumn."),
     ("What do we call a person who designs buildings?", "Such a person is called an architect."),
     ("What instrument do sailors traditionally use to find north?", "They use a compass."),
-    ("Which part of the eye controls how much light enters it?", "The iris controls this by changing the size of the pupil."),
+    ("Which part of the eye controls how much light enters it?",
+     "The iris controls this by changing the size of the pupil."),
     ("What is the name for animals that eat only plants?", "They are called herbivores."),
-    ("Why do leaves of many trees change colour in autumn?", "The green pigment breaks down, revealing yellow and orange pigments."),
+    ("Why do leaves of many trees change colour in autumn?",
+     "The green pigment breaks down, revealing yellow and orange pigments."),
     ("What do you call a word that means the same as another word?", "It is called a synonym."),
     ("Which material is made by melting sand at high temperatures?", "Glass is made that way."),
-    ("What is the purpose of a lighthouse?", "A lighthouse warns ships of danger and helps them find their way at night."),
+    ("What is the purpose of a lighthouse?",
+     "A lighthouse warns ships of danger and helps them find their way at night."),
     ("What do we call the layer of gases that surrounds the Earth?", "It is called the atmosphere."),
     ("Why does a metal spoon in hot soup become warm?", "Metal conducts heat from the soup to the handle."),
     ("Which bird is famous for copying human speech?", "The parrot is famous for it."),
     ("What do you call frozen rain that falls as small balls of ice?", "It is called hail."),
     ("What is a library card used for?", "It lets you borrow books and other items from a library."),
-    ("Why do astronauts float inside a space station?", "They and the station are falling around the Earth together, so they feel weightless."),
+    ("Why do astronauts float inside a space station?",
+     "They and the station are falling around the Earth together, so they feel weightless."),
     ("What is the job of a firefighter?", "A firefighter puts out fires and rescues people in danger."),
     ("What do we call the young of a frog?", "They are called tadpoles."),
     ("Which planet is known as the Red Planet?", "Mars is known as the Red Planet."),
@@ -502,12 +511,14 @@ KNOWLEDGE = [
     ("Why do ice cubes float in a drink?", "Ice is less dense than liquid water, so it floats."),
     ("What is a habitat?", "A habitat is the natural home of a plant or animal."),
     ("Which animal is often called the ship of the desert?", "The camel is called the ship of the desert."),
-    ("What do we call a story that explains how something in nature came to be, told long ago?", "Such a story is called a myth."),
+    ("What do we call a story that explains how something in nature came to be, told long ago?",
+     "Such a story is called a myth."),
     ("What is the main ingredient of guacamole?", "The main ingredient is avocado."),
     ("Why should you not touch a hot stove?", "It can burn your skin."),
     ("What do we call a place where films are shown to the public?", "It is called a cinema."),
     ("Which kind of scientist studies rocks?", "A geologist studies rocks."),
-    ("What do you need to keep a houseplant healthy?", "It needs light, water, the right temperature and some nutrients."),
+    ("What do you need to keep a houseplant healthy?",
+     "It needs light, water, the right temperature and some nutrients."),
     ("What is the name of the line where the sky seems to meet the land or sea?", "It is called the horizon."),
     ("What does a pharmacist do?", "A pharmacist prepares and gives out medicines and explains how to use them."),
     ("Why do cats have whiskers?", "Whiskers help cats sense their surroundings, especially in the dark."),
@@ -578,7 +589,8 @@ def make_nonmath(rng: random.Random) -> list[dict]:
     rng.shuffle(rows)
     for row in rows:
         row["qa"] = f"{row['instruction']}\n{row['response']}"
-    return [{"instruction": r["instruction"], "response": r["response"], "qa": r["qa"], "kind": r["kind"]} for r in rows]
+    return [{"instruction": r["instruction"], "response": r["response"], "qa": r["qa"], "kind": r["kind"]}
+            for r in rows]
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:

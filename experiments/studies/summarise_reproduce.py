@@ -2,9 +2,9 @@
 
     .venv/bin/python experiments/studies/summarise_reproduce.py outputs/sweeps/reproduce experiments/results/reproduce
 
-Writes ``tables.md`` (every table of experiments/studies/reproduce_0.5b.md and smollm2.md), ``grid_points.csv``, ``paper_tasks_points.csv`` and the
-report's figures. Stages that have not run are skipped, partial stages are tabulated as far as
-they go (the tables say how many seeds each cell has).
+Writes ``tables.md`` (every table of experiments/studies/reproduce_0.5b.md and smollm2.md), ``grid_points.csv``,
+``paper_tasks_points.csv`` and the report's figures. Stages that have not run are skipped, partial stages are tabulated
+as far as they go (the tables say how many seeds each cell has).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from mathneuro.report import (
 )
 from mathneuro.report.efficiency import efficiency_table
 
-GRID_METRICS = {"math/arith/exact_match": "arith", "nonmath/mc/acc": "MC acc", "nonmath/ppl/word_perplexity": "word ppl"}
+GRID_METRICS = {"math/arith/exact_match": "arith", "nonmath/mc/acc": "MC acc",
+                "nonmath/ppl/word_perplexity": "word ppl"}
 PAPER_METRICS = {"math/gsm8k_gen/exact_match": "GSM8K", "nonmath/race/acc": "RACE acc", "nonmath/mmlu/acc": "MMLU acc"}
 SCALE_METRICS = {"math/arith/exact_match": "arith (test)", "math/gsm8k_gen/exact_match": "GSM8K",
                  "nonmath/mc/acc": "MC acc"}
@@ -134,7 +135,8 @@ def other_baselines(rows: list[dict], metrics: dict[str, str]) -> str:
 def comparison_table(rows: list[dict], metrics: dict[str, str], by: list[str], title: str) -> str:
     """Markdown: one line per group, mean ± std over seeds per metric, plus % of the model."""
     table = comparison_rows(rows, [*metrics, "selection/fraction_of_model", "selection/num_selected"], by=by)
-    heads = [*by, "seeds", "% of model", *(f"{name} ({_fmt_base(baseline_of(rows, m))})" for m, name in metrics.items())]
+    heads = [*by, "seeds", "% of model",
+             *(f"{name} ({_fmt_base(baseline_of(rows, m))})" for m, name in metrics.items())]
     lines = [f"**{title}**", "", "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for entry in table:
         frac = entry.get("selection/fraction_of_model/mean")
@@ -233,7 +235,8 @@ def lape_table(rows: list[dict]) -> str:
         sat = sum(bool(r["lape/saturated"]) for r in rs)
         start = statistics.mean(r["lape/saturation_top_k"] for r in rs)
         lines.append(f"| {name} | {top_k} | {len(rs)} | {rs[0]['lape/num_neurons']:,} | {mean('lape/num_candidates')} "
-                     f"| {mean('lape/num_kept')} | {mean('selection/num_selected')} | {sat} of {len(rs)} | {start:.4f} |")
+                     f"| {mean('lape/num_kept')} | {mean('selection/num_selected')} | {sat} of {len(rs)} "
+                     f"| {start:.4f} |")
     return "\n".join(lines) + "\n"
 
 

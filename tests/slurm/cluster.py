@@ -36,7 +36,8 @@ def ensure_installed() -> None:
     if all(_which(n) for n in (*DAEMONS, "sbatch", "squeue", "scontrol")):
         return
     if os.geteuid() != 0:
-        raise RuntimeError(f"SLURM is not installed and this is not root: run `apt-get install -y {' '.join(PACKAGES)}`")
+        raise RuntimeError("SLURM is not installed and this is not root: "
+                           f"run `apt-get install -y {' '.join(PACKAGES)}`")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-q"], check=True, env=env, capture_output=True)
     subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES], check=True, env=env,

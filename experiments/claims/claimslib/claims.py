@@ -16,7 +16,8 @@ each is paired with in its own draw (the unedited ``baseline``, ``random``, ``ra
 
 :func:`evaluate` computes every test (hierarchical bootstrap over draws and examples,
 :mod:`mathneuro.report.inference`), Holm-adjusts each family's contradicting p-values (and the
-supporting ones of secondary families: a primary part is an intersection-union test), and :func:`part_status` / :func:`claim_verdict` turn decisions into verdicts.
+supporting ones of secondary families: a primary part is an intersection-union test), and :func:`part_status` /
+:func:`claim_verdict` turn decisions into verdicts.
 
 Two more rules keep a verdict from resting on what the data cannot carry:
 

@@ -55,7 +55,8 @@ def key_numbers(rows: Sequence[dict]) -> str:
     parts = []
     for group, members in groups.items():
         members = sorted(members, key=lambda r: r["estimate"])
-        text = estimate_text(members[0]) if len(members) == 1 else f"{estimate_text(members[0])} … {estimate_text(members[-1])}"
+        text = (estimate_text(members[0]) if len(members) == 1
+                else f"{estimate_text(members[0])} … {estimate_text(members[-1])}")
         mixed = " (mixes machine kinds)" if any(r["status"] == REFUSED for r in members) else ""
         parts.append(f"{group}: {text}{mixed}")
     return "; ".join(parts) or "—"
@@ -73,7 +74,8 @@ def tested_claim(mine: Sequence[dict], parts: Sequence[str]) -> tuple[str, str, 
         shown.append(f"{p}: {status}" + (f" (across kinds: {part_status(v, across=True)})"
                                          if status == PART_REFUSED else ""))
     if adjusted == CLAIM_REFUSED:
-        adjusted += f" (across kinds it read: {claim_verdict([part_status(v, across=True) for v in per_part.values()])})"
+        read_across = claim_verdict([part_status(v, across=True) for v in per_part.values()])
+        adjusted += f" (across kinds it read: {read_across})"
     if verdict == CLAIM_REFUSED:
         verdict += (f" (across kinds: "
                     f"{claim_verdict([part_status(v, adjusted=False, across=True) for v in per_part.values()])})")

@@ -47,7 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a named family of paired rows whose decisions are Holm-adjusted: NAME or "
                              "NAME:key=value[|value][,key=value], e.g. as_random:reference=random,side=nonmath "
                              "(repeatable; a row joins the first family it matches)")
-    parser.add_argument("--wandb-project", default=None, help="also log figures, tables and paired differences to this W&B project, into the "
+    parser.add_argument("--wandb-project", default=None,
+                        help="also log figures, tables and paired differences to this W&B project, into the "
                              "sweep's one report run (resumed: same id and group as the sweep's points)")
     parser.add_argument("--wandb-mode", default=None, choices=["online", "offline", "disabled"],
                         help="W&B mode for --wandb-project (default: the sweep's own logger.mode, else offline)")

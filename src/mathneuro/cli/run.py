@@ -86,9 +86,11 @@ def job_dirname(override_dirname: str, max_len: int = 200) -> str:
 def format_table(results: dict) -> str:
     """A short plain-text table: each metric before and after the edit, and the selection size."""
     sel, point = results["selection"], results["point"]
-    edit = f"scalar={point['scalar']}" if point.get("scalar") is not None else f"intervention={point.get('intervention')}"
+    edit = (f"scalar={point['scalar']}" if point.get("scalar") is not None
+            else f"intervention={point.get('intervention')}")
     head = f"method={point['method']} top_k={point['top_k']} {edit}: "
-    if sel.get("num_weights_edited") not in (None, sel["num_selected"]):  # neurons: a share of neurons, and the weights they feed
+    # neurons: a share of neurons, and the weights they feed
+    if sel.get("num_weights_edited") not in (None, sel["num_selected"]):
         head += (f"{sel['num_selected']:,} neurons selected ({100 * (sel.get('fraction_of_scored') or 0):.3f}% of the "
                  f"MLP neurons); {sel['num_weights_edited']:,} weights edited "
                  f"({100 * (sel.get('fraction_of_model_edited') or 0):.3f}% of the model)")

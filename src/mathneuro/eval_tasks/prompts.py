@@ -129,7 +129,8 @@ def wikitext_doc_to_target(doc: dict) -> str:
     for o, c in ("()", "[]", "{}", '""', "''"):  # no spaces just inside brackets and quotes
         pattern = re.escape(o) + r"\s*([^" + re.escape(c) + r"]*?)\s*" + re.escape(c)
         s = re.sub(pattern, lambda m, o=o, c=c: o + m.group(1) + c, s)
-    for before, after in (("= = = =", "===="), ("= = =", "==="), ("= =", "=="), (" \N{DEGREE SIGN} ", "\N{DEGREE SIGN}"),
+    for before, after in (("= = = =", "===="), ("= = =", "==="), ("= =", "=="),
+                          (" \N{DEGREE SIGN} ", "\N{DEGREE SIGN}"),
                           (" \n", "\n"), ("\n ", "\n"), (" N ", " 1 "), (" 's", "'s")):
         s = s.replace(before, after)
     return s

@@ -46,7 +46,8 @@ def mc(ctx: ProbeContext) -> dict[str, float]:
     if "data" not in ctx.cache:
         ctx.cache["data"] = apply_limit(mc_records(ctx.cfg.mc.file), ctx.limit)
     ctx.num_examples = len(ctx.cache["data"])
-    ctx.records = score_mc(ctx.model, ctx.tokenizer, ctx.cache["data"], batch_size=ctx.batch_size, progress=ctx.progress)
+    ctx.records = score_mc(ctx.model, ctx.tokenizer, ctx.cache["data"], batch_size=ctx.batch_size,
+                           progress=ctx.progress)
     ctx.info = {"n_shot": 0}
     return mean_metrics(ctx.records, ("acc", "acc_norm"))
 

@@ -48,7 +48,8 @@ class GenerationProbeConfig:
     file: Optional[str] = None  # .jsonl with question/answer; None: <data_dir>/gsm8k/test.jsonl, else our word problems
     num_fewshot: int = 8  # lm-eval gsm8k_cot exemplars before each question
     max_new_tokens: int = 256  # lm-eval max_gen_toks of this run
-    reuse_prefix_cache: bool = True  # with eval.prefix_cache: the shared few-shot prefix computed once (PrefixCacheHFLM)
+    # with eval.prefix_cache: the shared few-shot prefix computed once (PrefixCacheHFLM)
+    reuse_prefix_cache: bool = True
 
 
 @dataclass
@@ -84,11 +85,15 @@ class EvalConfig:
     baseline: bool = True  # also evaluate the unedited model (the runner caches it per model + eval config)
     bootstrap_iters: int = 1000  # lm-eval stderr: closed form for means; bootstrap for perplexities; 0: none
     max_gen_toks: Optional[int] = None  # cap on generated tokens for lm-eval generation tasks
-    prefix_cache: bool = True  # a prompt shared by requests is computed once: few-shot prefix, multiple-choice context (false: plain HFLM)
-    draft: str = "baseline"  # greedy decoding drafted from the unedited model's answers where stored (needs prefix_cache); none: off
+    # a prompt shared by requests is computed once: few-shot prefix, multiple-choice context (false: plain HFLM)
+    prefix_cache: bool = True
+    # greedy decoding drafted from the unedited model's answers where stored (needs prefix_cache); none: off
+    draft: str = "baseline"
     draft_tokens: Optional[int] = None  # length of lookup drafts (null: adaptive, by acceptance and a pass's cost)
-    prompt_lookup: str = "auto"  # greedy rows without a baseline draft draft by lookup in their prompt and own tokens; auto: in float32
-    continuous_batching: str = "auto"  # greedy requests decode batch_size at a time, a finished row's slot going to the next; auto: in float32
+    # greedy rows without a baseline draft draft by lookup in their prompt and own tokens; auto: in float32
+    prompt_lookup: str = "auto"
+    # greedy requests decode batch_size at a time, a finished row's slot going to the next; auto: in float32
+    continuous_batching: str = "auto"
     max_length: Optional[int] = None  # HFLM context length (None: from the model config)
     softmax_dtype: Optional[str] = "float32"  # HFLM log-softmax dtype; null: the model's (bf16 rounds log-probs)
     apply_chat_template: bool = False

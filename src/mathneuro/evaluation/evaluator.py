@@ -80,7 +80,8 @@ class Evaluator:
         return self._harness
 
     def kind(self, task: str) -> str:
-        """``"math"`` or ``"nonmath"``: the task table, unless ``eval.math_tasks`` / ``eval.nonmath_tasks`` say otherwise."""
+        """``"math"`` or ``"nonmath"``: the task table, unless ``eval.math_tasks`` / ``eval.nonmath_tasks`` say
+        otherwise."""
         if (task not in TASKS and task not in self.cfg.math_tasks and task not in self.cfg.nonmath_tasks
                 and not is_probe(task) and task not in _SIDE_NOTED):
             _SIDE_NOTED.add(task)
@@ -145,7 +146,8 @@ class Evaluator:
                                                  if not m.endswith("_stderr")})
             self.last_task_info[task] = info
         self.last_seconds[task] = time.perf_counter() - start
-        log.info("eval%s %s: %s (%.1f s)", f" [{self.label}]" if self.label else "", task, values, self.last_seconds[task])
+        log.info("eval%s %s: %s (%.1f s)", f" [{self.label}]" if self.label else "", task, values,
+                 self.last_seconds[task])
         return values
 
     def _kept(self, task: str, values: dict[str, float], samples_before: set[str],

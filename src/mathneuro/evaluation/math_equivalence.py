@@ -110,7 +110,8 @@ def _parsed(text: str, seconds: int | None) -> list:
     return found if any(not isinstance(item, str) for item in found) else []
 
 
-def symbolic_equal(candidate: str, reference: str, timeout_seconds: int | None = DEFAULT_TIMEOUT_SECONDS) -> bool | None:
+def symbolic_equal(candidate: str, reference: str,
+                   timeout_seconds: int | None = DEFAULT_TIMEOUT_SECONDS) -> bool | None:
     """math-verify's verdict on two answers; None when either side does not parse (or times out)."""
     seconds = _timeout(timeout_seconds)
     try:

@@ -92,7 +92,8 @@ class ArithProblem:
 
 
 def arith_problems(cfg: ArithConfig) -> tuple[list[ArithProblem], list[ArithProblem]]:
-    """``(examples, problems)`` drawn from a private ``random.Random(cfg.seed)``: deterministic, global RNG untouched."""
+    """``(examples, problems)`` drawn from a private ``random.Random(cfg.seed)``: deterministic, global RNG
+    untouched."""
     rng = random.Random(cfg.seed)
     low = 0 if cfg.digits == 1 else 10 ** (cfg.digits - 1)
     high = 10 ** cfg.digits - 1

@@ -100,7 +100,8 @@ def check_metric_key(key: str, value: str, cfg: EvalConfig) -> None:
         raise ValueError(f"{key}: {value!r} names a metric, but eval=none evaluates nothing")
     parts = value.split("/", 2)
     if len(parts) != 3 or not all(parts):
-        raise ValueError(f"{key}: {value!r} is not <side>/<task>/<metric>, e.g. math/gsm8k_cot/exact_match,strict-match")
+        raise ValueError(f"{key}: {value!r} is not <side>/<task>/<metric>, "
+                         "e.g. math/gsm8k_cot/exact_match,strict-match")
     side, task, metric = parts
     parent = task if task in cfg.tasks else next((t for t in cfg.tasks if task.startswith(f"{t}_")), None)
     if parent is None:

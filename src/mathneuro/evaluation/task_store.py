@@ -43,7 +43,8 @@ class TaskStore:
         return self.folder / f"{safe}-{hashlib.sha1(task.encode()).hexdigest()[:8]}.json"
 
     def load(self, task: str) -> dict[str, Any] | None:
-        """The kept result of ``task`` (``values``, ``subtasks``, ``samples``, ``num_examples``, ``seconds``) or None."""
+        """The kept result of ``task`` (``values``, ``subtasks``, ``samples``, ``num_examples``, ``seconds``) or
+        None."""
         path = self.path(task)
         if not path.exists():
             return None

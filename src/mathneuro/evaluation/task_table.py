@@ -127,7 +127,8 @@ def lm_eval_name(task: str, data_dir: Path | None) -> str:
     return spec.stock
 
 
-def kind_of(task: str, math_tasks: list[str] | tuple[str, ...] = (), nonmath_tasks: list[str] | tuple[str, ...] = ()) -> str:
+def kind_of(task: str, math_tasks: list[str] | tuple[str, ...] = (),
+            nonmath_tasks: list[str] | tuple[str, ...] = ()) -> str:
     """``"math"`` or ``"nonmath"`` for ``task``: the two lists, else the table, else ``"nonmath"``."""
     if task in math_tasks:
         return "math"

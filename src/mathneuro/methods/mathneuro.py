@@ -33,7 +33,8 @@ def mathneuro_selection(
     top_k: float,
     filter_top_k: float | None = None,
 ) -> Selection:
-    """M = top-K(math score) \\ ∪_f top-K(filter f score), per weight matrix (docs/method.md#2-top-k-and-the-set-difference)."""
+    """M = top-K(math score) \\ ∪_f top-K(filter f score), per weight matrix
+    (docs/method.md#2-top-k-and-the-set-difference)."""
     check_fraction(top_k)
     filter_top_k = check_fraction(filter_top_k, "filter_top_k") if filter_top_k is not None else top_k
     if not filters:

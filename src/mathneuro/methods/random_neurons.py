@@ -64,7 +64,8 @@ def _sized_by_summary(selection: Selection) -> dict:
 def random_neurons_method(inputs: MethodInputs, cfg: RandomNeuronsConfig) -> Selection:
     """In every MLP layer as many neurons as the reference method (``method.reference``, LAPE with the same
     settings by default) keeps there, drawn with ``seed``: a neuron-level method's size without its choice."""
-    reference_counts, reference_meta = sizing_counts(inputs, cfg, spec_of(random_neurons_method))  # lape warns when saturated
+    # lape warns when saturated
+    reference_counts, reference_meta = sizing_counts(inputs, cfg, spec_of(random_neurons_method))
     counts = inputs.task["activation_counts"]
     widths = {m: counts.get(m, "positive").numel() for m in counts.modules()}
     sel = random_neuron_selection(widths, reference_counts, inputs.seed)

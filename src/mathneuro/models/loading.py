@@ -125,7 +125,8 @@ def load_model(
                                                 **({"local_files_only": True} if local_only else {}))
         except OSError as exc:
             where = "local folder" if local else "Hub id"
-            raise ValueError(f"model.name_or_path: cannot load the config of {where} {source.location!r} ({exc})") from exc
+            raise ValueError(f"model.name_or_path: cannot load the config of {where} {source.location!r} "
+                             f"({exc})") from exc
         recorded = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
         torch_dtype = resolve_dtype(dtype_name, torch_device, checkpoint_dtype=recorded)
         model, tokenizer = _load_pretrained(

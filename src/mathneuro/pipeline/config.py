@@ -71,8 +71,10 @@ class LoggerConfig:
     tags: list[str] = field(default_factory=list)
     log_report: bool = True
     init_timeout: float = 30.0  # seconds an online run may take to start; then the point logs offline
-    group: Optional[str] = None  # the W&B group of every point and the report; default: <experiment|sweep>-<date>_<time>
-    run_name: Optional[str] = None  # a template over the point's fields, e.g. "{method} K={K} s={scalar}"; default: short
+    # the W&B group of every point and the report; default: <experiment|sweep>-<date>_<time>
+    group: Optional[str] = None
+    # a template over the point's fields, e.g. "{method} K={K} s={scalar}"; default: short
+    run_name: Optional[str] = None
     verbose: bool = False  # W&B's own banners and hints (off: mathneuro.log says where each run went)
     artifacts: bool = True  # log the selection (saving selection.safetensors), results and an exported model
 
@@ -110,7 +112,8 @@ class Config:
     filters: dict[str, DatasetConfig] = field(default_factory=dict)
     # The method's own settings (see mathneuro.methods.registry); typed per method by resolve_method.
     method: Any = field(default_factory=default_method_node)
-    # The intervention's own settings (see mathneuro.edit.interventions); typed per intervention by resolve_intervention.
+    # The intervention's own settings (see mathneuro.edit.interventions); typed per intervention by
+    # resolve_intervention.
     intervention: Any = field(default_factory=default_intervention_node)
     eval: EvalConfig = field(default_factory=EvalConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
@@ -127,8 +130,10 @@ class Config:
     baseline: bool = True
     resume: bool = True
     progress: bool = True
-    checkpoint_every_s: float = 10.0  # seconds between checkpoints of a statistics pass (mathneuro.statistics.checkpoint)
-    cache_dir: str = "${mathneuro_cache_root:}"  # mathneuro.models.embedded.cache_root(): $MATHNEURO_CACHE, else ~/.cache/mathneuro
+    # seconds between checkpoints of a statistics pass (mathneuro.statistics.checkpoint)
+    checkpoint_every_s: float = 10.0
+    # mathneuro.models.embedded.cache_root(): $MATHNEURO_CACHE, else ~/.cache/mathneuro
+    cache_dir: str = "${mathneuro_cache_root:}"
 
 
 @dataclass(frozen=True)

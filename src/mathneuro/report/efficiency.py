@@ -112,8 +112,8 @@ def efficiency_markdown(rows: Sequence[Mapping]) -> str:
              "| top-K: one in other | share of M(ref) found | share of top-K(ref) found |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r.get('model')} | {r.get('method')} | {r.get('filter')} | {r.get('top_k')} | {r['num_samples']} "
-                     f"| {r['seeds']} "
+        lines.append(f"| {r.get('model')} | {r.get('method')} | {r.get('filter')} | {r.get('top_k')} "
+                     f"| {r['num_samples']} | {r['seeds']} "
                      f"| {_f(r.get('jaccard_mean'))} | {_f(r.get('a_in_b_mean'))} | {_f(r.get('topk_jaccard_mean'))} "
                      f"| {_f(r.get('topk_a_in_b_mean'))} | {_f(r.get('ref_in_n_mean'))} "
                      f"| {_f(r.get('topk_ref_in_n_mean'))} |")

@@ -106,7 +106,8 @@ def _plot_vs(rows: Sequence[Mapping], x: str, metrics: Sequence[str], path: str 
             ax.errorbar(xs, means, yerr=stds, marker=markers[label], markersize=5, capsize=3, label=label,
                         color=color, alpha=0.9)
             if len(xs) > 1 and any(stds):
-                ax.fill_between(xs, [m - s for m, s in zip(means, stds, strict=True)], [m + s for m, s in zip(means, stds, strict=True)],
+                ax.fill_between(xs, [m - s for m, s in zip(means, stds, strict=True)],
+                                [m + s for m, s in zip(means, stds, strict=True)],
                                 color=color, alpha=0.15, linewidth=0)
         base = [float(r[f"baseline/{metric}"]) for r in rows if is_number(r.get(f"baseline/{metric}"))]
         if base:
@@ -149,7 +150,8 @@ def plot_metric_vs_scalar(rows: Sequence[Mapping], metric: str | Sequence[str], 
 
 
 def _is_result_like(data: Any) -> bool:
-    """A single result in one of the shapes :func:`mathneuro.results.schema.coerce` reads (not a ``{label: ...}`` map)."""
+    """A single result in one of the shapes :func:`mathneuro.results.schema.coerce` reads (not a ``{label: ...}``
+    map)."""
     if isinstance(data, PointResult):
         return True
     return isinstance(data, Mapping) and (

@@ -12,9 +12,10 @@ scored on the same n examples under each of D identification draws: ``E[s, i]``,
   sample variance); with one draw it is today's paired bootstrap, number for number.
 - Binary metrics (every value 0 or 1) also get Newcombe's hybrid score interval for a difference of
   paired proportions (Newcombe 1998, Statistics in Medicine 17:2635, method 10) on the draw-averaged
-  2x2 table scaled to the effective number of examples (:func:`effective_examples`), and the reported interval is the hull of both, so it never collapses to [0, 0] at a
-  ceiling. When no example changed in any draw, the interval is the rule of three (the exact bound
-  ``1 - alpha**(1/n)`` on the share of examples changed each way; ``3/n`` at one-sided alpha = 0.05).
+  2x2 table scaled to the effective number of examples (:func:`effective_examples`), and the reported interval is the
+  hull of both, so it never collapses to [0, 0] at a ceiling. When no example changed in any draw, the interval is the
+  rule of three (the exact bound ``1 - alpha**(1/n)`` on the share of examples changed each way; ``3/n`` at one-sided
+  alpha = 0.05).
 - p-values are those of the same intervals (a hull's p-value is the larger of its parts'), so a
   decision from a p-value and the matching interval agree: equivalence within +-margin by two
   one-sided tests at alpha (the 90 % interval inside the margins), a difference at two-sided alpha

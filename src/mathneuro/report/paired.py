@@ -160,11 +160,13 @@ def _with_records(results: list[dict], notes: list) -> list[tuple[Mapping, Point
             with_records.append((result, recs))
     if not with_records:
         if results:
-            notes.append(NotMade(NOT_ASKED, f"no per-example records in any of {len(results)} point(s) (run with eval.log_samples=true); "
+            notes.append(NotMade(NOT_ASKED, f"no per-example records in any of {len(results)} point(s) (run with "
+                                            "eval.log_samples=true); "
                                  "no paired comparisons"))
         return []
     for result in without:
-        notes.append(NotMade(NO_RECORDS, f"{_job(result)}: no per-example records (eval.log_samples=false?); skipped in paired.csv"))
+        notes.append(NotMade(NO_RECORDS, f"{_job(result)}: no per-example records (eval.log_samples=false?); "
+                                         "skipped in paired.csv"))
     return with_records
 
 
@@ -203,12 +205,15 @@ def _baseline_pairs(members: list[tuple[Mapping, PointRecords]], label: str,
     pairs = [(recs, None) for _, recs in members if recs.baseline_dir is not None and recs.baseline_dir.is_dir()]
     unnamed = sum(1 for _, recs in members if recs.baseline_dir is None)
     if unnamed:
-        notes.append(NotMade(NO_BASELINE, f"{label}: {unnamed} seed(s) name no baseline_dir; not compared with the baseline"))
-    gone = [recs.baseline_dir for _, recs in members if recs.baseline_dir is not None and not recs.baseline_dir.is_dir()]
+        notes.append(NotMade(NO_BASELINE,
+                             f"{label}: {unnamed} seed(s) name no baseline_dir; not compared with the baseline"))
+    gone = [recs.baseline_dir for _, recs in members
+            if recs.baseline_dir is not None and not recs.baseline_dir.is_dir()]
     if gone:
-        notes.append(NotMade(NO_BASELINE, f"{label}: the unedited model's records of {len(gone)} seed(s) are gone from {gone[0]} (a sweep "
-                     "written by mathneuro 0.1 kept them in the cache: cleared, or the folder moved); not compared with "
-                     "the baseline"))
+        notes.append(NotMade(NO_BASELINE, f"{label}: the unedited model's records of {len(gone)} seed(s) are gone "
+                     f"from {gone[0]} (a sweep "
+                     "written by mathneuro 0.1 kept them in the cache: cleared, or the folder moved); not compared "
+                     "with the baseline"))
     return pairs
 
 
@@ -234,8 +239,8 @@ def _group_rows(members: list[tuple[Mapping, PointRecords]], points: _Points, co
                 pairs_rand.append((recs, ref))
         if not pairs_rand:
             if points.randoms[name]:
-                notes.append(NotMade(NO_REFERENCE, f"{label}: no {name} point with per-example records at the same top-K, seed and "
-                             f"filter; not compared with {name}"))
+                notes.append(NotMade(NO_REFERENCE, f"{label}: no {name} point with per-example records at the same "
+                             f"top-K, seed and filter; not compared with {name}"))
             continue
         rows += compare(point, name, pairs_rand, label=label)
     return rows
@@ -262,8 +267,10 @@ def paired_report(sources: Any, *, resamples: int = DEFAULT_RESAMPLES, confidenc
         members = sorted(points.groups[gkey], key=lambda m: _sort_value((m[0].get("point") or {}).get("seed")))
         rows += _group_rows(members, points, compare, notes)
     if not points.randoms:
-        notes.append(NotMade(NO_REFERENCE, "no random points with per-example records: edited points are compared with the baseline only"))
-    notes += [NotMade(NO_REFERENCE, n) for n in missing_own_size_references(points.groups, points.randoms, points.facts)]
+        notes.append(NotMade(NO_REFERENCE, "no random points with per-example records: "
+                                           "edited points are compared with the baseline only"))
+    notes += [NotMade(NO_REFERENCE, n) for n in missing_own_size_references(points.groups, points.randoms,
+                                                                            points.facts)]
     return PairedReport(apply_holm(rows, families), notes)
 
 
@@ -292,7 +299,8 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
             theirs = recs.task(task, baseline=True) if ref is None else ref.task(task)
             if mine is None or theirs is None:
                 continue
-            clash = prompt_clash(task, recs.path(task), recs.path(task, baseline=True) if ref is None else ref.path(task),
+            clash = prompt_clash(task, recs.path(task),
+                                 recs.path(task, baseline=True) if ref is None else ref.path(task),
                                  _job(recs.result), "the unedited model" if ref is None else _job(ref.result))
             kinds = machines_differ(recs.result, None if ref is None else ref.result)
             if clash or kinds:  # never pair different prompts or machines: the task against this reference is refused
@@ -313,7 +321,8 @@ def _compare(point: Mapping, reference: str, pairs: list[tuple[PointRecords, Poi
             b = [{d: v[metric] for d, v in recs.items() if metric in v} for recs in refs]
             mine, theirs, docs = paired_arrays(a, b)
             if not docs:
-                notes.append(NotMade(NO_SHARED, f"{label}: task {task} metric {metric}: no doc_id common to the point and {reference}"))
+                notes.append(NotMade(NO_SHARED, f"{label}: task {task} metric {metric}: "
+                                                f"no doc_id common to the point and {reference}"))
                 continue
             key = (reference, task, metric, *[point.get(f) for f in ("method", *MATCH_FIELDS)])
             diff, low, high = paired_bootstrap(mine - theirs, resamples=resamples, confidence=confidence,
@@ -376,4 +385,5 @@ def write_paired(sources: Any, out_dir: str | Path, *, resamples: int = DEFAULT_
                            families=families)
     path = write_paired_csv(report.rows, Path(out_dir) / "paired.csv") if report.rows else None
     return {"rows": report.rows, "notes": report.notes, "csv": str(path) if path else None,
-            "markdown": paired_markdown(PairedReport(report.rows, []), confidence=confidence)}  # notes: the report's end
+            # notes: the report's end
+            "markdown": paired_markdown(PairedReport(report.rows, []), confidence=confidence)}

@@ -79,7 +79,8 @@ def _make_figures(rows: list[dict], metrics: list[str], out: Path) -> tuple[dict
         if len(scalars) > 1:
             name = f"{tag}_vs_scalar"
             figures[name] = str(plot_metric_vs_scalar(sub, plotted, out / f"{name}.png",
-                                                      title=f"{intervention}: metric vs scale factor (mean ± std over seeds)"))
+                                                      title=f"{intervention}: metric vs scale factor "
+                                                            "(mean ± std over seeds)"))
     if any(k.startswith("per_layer/") for r in rows for k in r):
         figures["per_layer"] = str(plot_per_layer(rows, out / "per_layer.png"))
     return figures, notes
@@ -172,9 +173,10 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
     ``<intervention>_vs_scalar.png`` when several scale factors were run, ``per_layer.png``.
     With per-example records also ``paired.csv`` (:mod:`mathneuro.report.paired`); with selections saved
     for several draws ``data_efficiency.csv`` and its figure (:mod:`mathneuro.report.efficiency`). ``margin`` and
-    ``families``: equivalence verdicts and Holm-adjusted decisions in ``paired.csv`` (:mod:`mathneuro.report.inference`).
-    Returns ``{"csv", "markdown", "figures": {name: path}, "rows", "missing", "metrics", "headline_metrics", "comparison",
-    "paired", "paired_csv", "paired_notes", "data_efficiency", "data_efficiency_csv"}``.
+    ``families``: equivalence verdicts and Holm-adjusted decisions in ``paired.csv``
+    (:mod:`mathneuro.report.inference`). Returns ``{"csv", "markdown", "figures": {name: path}, "rows", "missing",
+    "metrics", "headline_metrics", "comparison", "paired", "paired_csv", "paired_notes", "data_efficiency",
+    "data_efficiency_csv"}``.
     Raises FileNotFoundError for a missing dir and ValueError when no complete point exists."""
     sweep = Path(sweep_dir)
     complete, missing = load_results(sweep)
@@ -188,7 +190,8 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
     chosen = list(metrics) if metrics else metric_names(rows)
     unknown = [m for m in chosen if not any(m in r for r in rows)]
     if unknown:
-        raise ValueError(f"metrics not found in any result: {', '.join(unknown)}; have: {', '.join(metric_names(rows))}")
+        raise ValueError(f"metrics not found in any result: {', '.join(unknown)}; "
+                         f"have: {', '.join(metric_names(rows))}")
     csv_path = write_csv(rows, out / "points.csv")
     headline = chosen if metrics else headline_metrics(chosen, configured_tasks(complete))
     figures, notes = _make_figures(rows, headline, out)

@@ -14,8 +14,8 @@ from mathneuro.report.overlap import mean_std
 from mathneuro.results.schema import POINT_FIELDS, SELECTION_COLUMNS, is_number, tidy_row
 from mathneuro.util.io import atomic_write
 
-GROUP_FIELDS = ("model", "task", "filter", "method", "reference", "intervention", "intervention_args", "top_k", "scalar",
-                "num_samples")
+GROUP_FIELDS = ("model", "task", "filter", "method", "reference", "intervention", "intervention_args", "top_k",
+                "scalar", "num_samples")
 # (``reference``: set on ``random`` points sized by another method than MathNeuro only)
 
 
@@ -48,7 +48,8 @@ def columns_of(rows: Sequence[Mapping]) -> list[str]:
     ordered += [k for k in ("job", "objective") if k in seen] + [k for k in SELECTION_COLUMNS if k in seen]
     ordered += metric_names(rows, include_stderr=True)
     for prefix in ("baseline/", "diff/", "rel_change/"):
-        ordered += sorted((k for k in keys if k.startswith(prefix)), key=lambda n: (not n[len(prefix):].startswith("math/"), n))
+        ordered += sorted((k for k in keys if k.startswith(prefix)),
+                          key=lambda n: (not n[len(prefix):].startswith("math/"), n))
     layer_keys = [k for k in keys if k.startswith("per_layer/")]
     ordered += ["per_layer/" + k for k in sort_layer_keys(k[len("per_layer/") :] for k in layer_keys)]
     ordered += sorted(k for k in keys if k.startswith("per_module/"))

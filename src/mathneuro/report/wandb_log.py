@@ -93,8 +93,9 @@ def paired_history(paired: Sequence[Mapping]) -> list[dict[str, Any]]:
     """One history row per compared point (its seeds pooled): ``method``, ``K`` (= ``top_k``), ``scalar``,
     ``model``, ``filter``, ``intervention``, ``num_samples``, ``seeds`` and, per reference, task and
     metric, ``paired/<series>/vs_<reference>/<task>/<metric>`` (the paired difference) with ``…/ci_low``
-    and ``…/ci_high`` (its draws + examples interval, the one that decides the verdict). ``<series>`` is the method, then each other field that varies in
-    the sweep (``s=1.1``, ``filter=race``...), so one key is one line over K: a W&B line plot of a key
+    and ``…/ci_high`` (its draws + examples interval, the one that decides the verdict). ``<series>`` is the method,
+    then each other field that varies in the sweep (``s=1.1``, ``filter=race``...), so one key is one line over K: a W&B
+    line plot of a key
     (its x-axis K, set by ``define_metric``) is the K plot, several keys in one plot compare the lines."""
     fields = (*PAIRED_POINT, *identity_fields(paired))  # config keys that keep points apart, too
     varying = [f for f in (*PAIRED_POINT[1:-1], *fields[len(PAIRED_POINT):])

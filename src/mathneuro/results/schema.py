@@ -29,7 +29,8 @@ POINT_FIELDS = ("model", "task", "filter", "method", "top_k", "intervention", "s
 #: is that of the paired report's group keys.
 PAIRING_FIELDS = ("model", "task", "filter", "intervention", "scalar", "intervention_args", "top_k", "num_samples")
 SELECTION_FIELDS = ("num_selected", "num_scored", "num_parameters", "fraction_of_model", "fraction_of_scored",
-                    "num_weights_edited", "fraction_of_model_edited",  # these two count a neuron as the weights it feeds
+                    # these two count a neuron as the weights it feeds
+                    "num_weights_edited", "fraction_of_model_edited",
                     # the upstream denominator, where model.tied_embeddings_upstream says the upstream ties lm_head
                     "num_parameters_upstream", "fraction_of_model_upstream", "fraction_of_model_edited_upstream")
 SELECTION_COLUMNS = tuple(f"selection/{f}" for f in SELECTION_FIELDS)  # the runner's W&B summary names
@@ -87,9 +88,12 @@ class PointResult:
     objective: float | None = None
     samples: dict[str, Any] | None = None  # eval.log_samples: {"dir", "baseline_dir", "tasks"}; absent otherwise
     hardware: dict[str, Any] | None = None  # {"device", "device_name", "dtype", "threads", ...}; absent in old results
-    cluster: dict[str, Any] | None = None  # {"scheduler": "slurm", "job_id", "array_job_id", "array_task_id", "restart_count", ...}; absent outside a scheduler
+    # {"scheduler": "slurm", "job_id", "array_job_id", "array_task_id", "restart_count", ...}; absent outside a
+    # scheduler
+    cluster: dict[str, Any] | None = None
     attempts: int | None = None  # attempts this point took (1: done at the first); absent in old results
-    resumed: dict[str, Any] | None = None  # {"statistics": [..], "baseline_tasks": [..], "edited_tasks": [..]} read back from earlier attempts; absent if none
+    # {"statistics": [..], "baseline_tasks": [..], "edited_tasks": [..]} read back from earlier attempts; absent if none
+    resumed: dict[str, Any] | None = None
     drafting: dict[str, int] | None = None  # greedy decoding of the edit: requests, tokens drafted/accepted, passes
     provenance: dict[str, Any] | None = None  # {"version", "git", "packages", "tasks"}; absent in old results
     extra: dict[str, Any] = field(default_factory=dict)  # fields this version does not know, kept as they are
@@ -110,7 +114,8 @@ class PointResult:
             del data["samples"]  # written only by runs that log per-example records
         if data["statistics"] is None:
             del data["statistics"]  # results written before statistics sources were recorded
-        for name in ("hardware", "cluster", "attempts", "resumed", "drafting", "provenance"):  # absent: older results, or nothing to say
+        # absent: older results, or nothing to say
+        for name in ("hardware", "cluster", "attempts", "resumed", "drafting", "provenance"):
             if data[name] is None:
                 del data[name]
         return {**data, **self.extra}

@@ -4,7 +4,8 @@
   the same for every point and for the sweep's report run, also when the sweep is resumed or its
   report rewritten. It is kept in ``<sweep dir>/.wandb_sweep.json`` together with the report run's id,
   written once by whichever process needs it first. ``logger.group`` replaces the group.
-- **Name**: ``mathneuro K=0.05 s=1.1 seed=0`` (method, K as the fraction ``top_k`` is everywhere, the scalar or ``prune``, the seed),
+- **Name**: ``mathneuro K=0.05 s=1.1 seed=0`` (method, K as the fraction ``top_k`` is everywhere, the scalar or
+  ``prune``, the seed),
   plus every other swept key's value (``filter=race``) so that names are unique within the sweep; at
   most 64 characters (longer ones are cut and end in a short hash). ``logger.run_name`` replaces it
   with a template over the point's fields (``"{method} K={K} {filter}"``).

@@ -85,12 +85,15 @@ def samples_table(mine: list[dict], theirs: list[dict] | None) -> tuple[list[str
     """Columns and rows of one task's ``samples/<task>`` table (``theirs``: the unedited model's records):
     the example (doc id, subtask, the end of its prompt, target), the edited and the unedited model's answers
     side by side, their scores, then the prompt's hash and whether both models saw the same prompt."""
-    metrics = sorted({k for r in mine for k in r if k not in _NOT_METRICS and not k.startswith(("answer,", "response"))})
+    metrics = sorted({k for r in mine for k in r
+                      if k not in _NOT_METRICS and not k.startswith(("answer,", "response"))})
     keyed = {(r.get("subtask"), r.get("doc_id")): r for r in theirs or []}
     sub = any("subtask" in r for r in mine)
     both = theirs is not None
-    cols = ["doc_id", *(["subtask"] if sub else []), "prompt", "target", "answer", *(["baseline_answer"] if both else []),
-            *metrics, *((f"baseline/{m}" for m in metrics) if both else ()), "prompt_hash", *(["same_prompt"] if both else [])]
+    cols = ["doc_id", *(["subtask"] if sub else []), "prompt", "target", "answer",
+            *(["baseline_answer"] if both else []),
+            *metrics, *((f"baseline/{m}" for m in metrics) if both else ()), "prompt_hash",
+            *(["same_prompt"] if both else [])]
     rows = []
     for r in mine:
         b = keyed.get((r.get("subtask"), r.get("doc_id")), {})

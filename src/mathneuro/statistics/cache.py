@@ -6,8 +6,8 @@ statistic kind and the scored module names. Nothing else — top-K, scalar, meth
 batch size never change statistics, so every sweep point reuses them. Entries are one
 ``<key>.safetensors`` plus a ``<key>.json`` of metadata (written last, with the tensor file's
 sha256 and every tensor's shape). An entry that cannot be stored (disk full, read-only, no
-permission) is kept in memory with a one-line warning: the point goes on. What is read is verified: an entry that cannot be read or
-does not match its metadata or the request (modules, sample count) is a miss, with a
+permission) is kept in memory with a one-line warning: the point goes on. What is read is verified: an entry that cannot
+be read or does not match its metadata or the request (modules, sample count) is a miss, with a
 one-line warning, and is recomputed and rewritten.
 
 Computing an entry holds ``locks/<key>.lock`` (:class:`mathneuro.util.locking.FileLock`), so

@@ -57,7 +57,8 @@ class StatisticsKindSpec(PluginSpec):
             raise ValueError(f"statistics kind {self.name!r}: modules must be one of {', '.join(MODULES)}, "
                              f"got {self.modules!r}")
         if self.hook not in HOOKS:
-            raise ValueError(f"statistics kind {self.name!r}: hook must be one of {', '.join(HOOKS)}, got {self.hook!r}")
+            raise ValueError(f"statistics kind {self.name!r}: hook must be one of {', '.join(HOOKS)}, "
+                             f"got {self.hook!r}")
 
     def attach(self, accumulator: Any, modules: dict[str, Any]) -> list:
         """Put ``accumulator``'s hook on each of ``modules``; the hook handles."""

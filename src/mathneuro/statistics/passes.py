@@ -238,4 +238,5 @@ def collect_statistics(
         finally:
             bar.close()
     meta = {"max_length": max_length, "num_samples": len(ids)}
-    return {name: Statistics(name, acc.tensors(), len(ids), num_tokens, dict(meta)) for name, acc in accumulators.items()}
+    return {name: Statistics(name, acc.tensors(), len(ids), num_tokens, dict(meta))
+            for name, acc in accumulators.items()}

@@ -59,7 +59,8 @@ class PluginSpec:
 
     def check_config(self, base: type) -> None:
         """TypeError unless ``config`` is a dataclass subclassing ``base``."""
-        if not (isinstance(self.config, type) and issubclass(self.config, base) and dataclasses.is_dataclass(self.config)):
+        if not (isinstance(self.config, type) and issubclass(self.config, base)
+                and dataclasses.is_dataclass(self.config)):
             raise TypeError(f"{self.kind} {self.name!r}: config must be a dataclass subclassing {base.__name__}, "
                             f"got {self.config!r}")
 
@@ -195,7 +196,8 @@ def resolve(registry: Any, node: Any, key: str, builtin: Mapping[str, Any],
     return spec, cfg
 
 
-def unused_settings(node: Any, spec: Any, key: str, defaults: Mapping[str, Any], given: Sequence[str] = ()) -> list[str]:
+def unused_settings(node: Any, spec: Any, key: str, defaults: Mapping[str, Any],
+                    given: Sequence[str] = ()) -> list[str]:
     """``<key>.<setting>`` of every setting in the config node that the chosen plugin ``spec`` lacks and
     that someone set: named in the overrides ``given`` (``<key>.<setting>=...``; a bare ``<setting>`` may be a
     top-level key such as ``seed``) or holding another value than its schema default (``defaults``)."""

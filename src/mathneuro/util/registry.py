@@ -135,7 +135,8 @@ class Registry(Generic[T]):
             try:
                 obj = import_object(name)
             except (ImportError, AttributeError) as exc:
-                raise ValueError(f"{self.key}: cannot import {self.kind} {name!r}: {import_failure(name, exc)}") from None
+                raise ValueError(f"{self.key}: cannot import {self.kind} {name!r}: "
+                                 f"{import_failure(name, exc)}") from None
             try:
                 return self._coerce(obj, name)
             except TypeError as exc:

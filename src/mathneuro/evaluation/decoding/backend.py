@@ -78,7 +78,8 @@ def engine_options(prefix_cache: Any = True, min_prefix_tokens: Any = 16, draft:
     out: dict[str, Any] = {"prefix_cache": _flag("prefix_cache", prefix_cache),
                            "record_drafts": _flag("record_drafts", record_drafts),
                            "prompt_lookup": _mode("prompt_lookup", prompt_lookup, PROMPT_LOOKUP_MODES),
-                           "continuous_batching": _mode("continuous_batching", continuous_batching, PROMPT_LOOKUP_MODES),
+                           "continuous_batching": _mode("continuous_batching", continuous_batching,
+                                                        PROMPT_LOOKUP_MODES),
                            "draft": _mode("draft", "none" if draft is None or draft is False else draft, DRAFT_MODES)}
     for key, value, least in (("min_prefix_tokens", min_prefix_tokens, 1), ("draft_tokens", draft_tokens, 1)):
         if value is None and key == "draft_tokens":

@@ -181,7 +181,8 @@ class _Decoder:
             lengths = self.planner.plan(rows, lead_width, room)
         return [drafts[row].proposal(k) if k > 0 else [] for row, k in zip(alive, lengths, strict=True)]
 
-    def fed(self, live: _Live, proposals: list[list[int]], width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def fed(self, live: _Live, proposals: list[list[int]],
+            width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The ids, attention mask and position ids of a pass: each row's lead, then (``width`` > 0) its
         proposal, padded to ``width`` with filler that is masked out."""
         lead_ids, lead_mask, lead_pos = live.lead_ids, live.lead_mask, live.lead_pos
@@ -327,4 +328,5 @@ def greedy_decode(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
     return decoder.generated, decoder.counts
 
 
-__all__ = ["DecodeCounts", "can_merge", "greedy_decode", "max_logit_positions", "refill_size", "sliding_window", "token_cost"]
+__all__ = ["DecodeCounts", "can_merge", "greedy_decode", "max_logit_positions", "refill_size", "sliding_window",
+           "token_cost"]
