@@ -5,9 +5,9 @@ evaluation → record → undo.
 
 :func:`run_point` is what the Hydra CLI calls for every point: it builds the point once (a
 :class:`~mathneuro.pipeline.point.Point` holding its method and intervention as
-:func:`~mathneuro.pipeline.config.validate` resolved them), skips it where complete results still answer its config, claims it and runs its
-stages (:mod:`mathneuro.pipeline.stages`). The loaded model and what points reuse live in
-:mod:`mathneuro.pipeline.workbench`. A point being run holds ``<run dir>/.running.lock``: a second
+:func:`~mathneuro.pipeline.config.validate` resolved them), skips it where complete results still answer
+its config, claims it and runs its stages (:mod:`mathneuro.pipeline.stages`). The loaded model and what
+points reuse live in :mod:`mathneuro.pipeline.workbench`. A point being run holds ``<run dir>/.running.lock``: a second
 process given the same point (two workers on one sweep) skips it instead of repeating it.
 """
 
@@ -146,8 +146,9 @@ def run_point(cfg: Config, output_dir: str | Path, *, resolved_config: dict | No
 
 
 def checked_settings(point: Point, overrides: Sequence[str] = (), in_sweep: bool = False) -> list[str]:
-    """The settings given that the point's method or intervention lacks (:func:`ignored_settings`), to be recorded as ignored; ConfigError for what the point refuses: an
-    intervention of another unit than the method's, an export it cannot make, ``filter`` beside ``filters``."""
+    """The settings given that the point's method or intervention lacks (:func:`ignored_settings`), to be
+    recorded as ignored; ConfigError for what the point refuses: an intervention of another unit than the
+    method's, an export it cannot make, ``filter`` beside ``filters``."""
     given, ispec, spec = point.given, point.plugins.intervention, point.spec
     try:
         ispec.check_unit(spec.unit, spec.name)

@@ -314,7 +314,8 @@ def check_unit(method: str, declared: str, selection: Selection) -> None:
         num = sum(int(m.sum()) for m in selection.masks.values()), sum(
             int(n.numel()) for n in selection.neurons.values())
         raise ConfigError(f"method {method!r}: declares unit={declared!r} but returned {found} ({num[0]} weights, "
-                          f"{num[1]} neurons); register it with unit={'neurons' if found == 'neurons' else 'weights'!r} "
+                          f"{num[1]} neurons); register it with "
+                          f"unit={'neurons' if found == 'neurons' else 'weights'!r} "
                           "or return a Selection of its unit")
 
 
