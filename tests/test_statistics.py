@@ -133,3 +133,16 @@ def test_auto_kernel_compiles_only_real_sized_models_on_a_cpu():
     assert square_sum_kernel("auto", big, "cpu") is not masked_square_sums
     assert square_sum_kernel("auto", big, "cuda:0") is masked_square_sums  # eager was faster on an H200
     assert square_sum_kernel("compiled", 10, "cuda") is not masked_square_sums  # asked for: always fused
+
+
+def test_statistics_pass_records_no_autograd_graph():
+    """The forward pass runs without gradients, whatever the caller's grad mode: no graph is kept per batch."""
+    model, tok = tiny_model(ARCHITECTURES[0])
+    seen = []
+    handle = base_model(model).register_forward_hook(lambda *_: seen.append(torch.is_grad_enabled()))
+    try:
+        with torch.enable_grad():
+            collect_statistics(model, tok, TEXTS, batch_size=2, progress=False)
+    finally:
+        handle.remove()
+    assert seen and not any(seen)

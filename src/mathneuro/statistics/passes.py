@@ -159,7 +159,6 @@ def live_state(accumulators: dict[str, Any]) -> dict[str, dict[str, torch.Tensor
     return live
 
 
-@torch.no_grad()
 def _resume(checkpoint: PassCheckpoint | None, live: dict, num_batches: int) -> tuple[int, int]:
     """Tokens counted and batches done that ``checkpoint`` holds for this pass, its accumulator state restored
     into ``live``; ``(0, 0)`` where there is none."""
@@ -182,6 +181,7 @@ def _feed(decoder: nn.Module, accumulators: dict, input_ids: torch.Tensor, attn:
     return int(attn.sum())
 
 
+@torch.no_grad()
 def collect_statistics(
     model: nn.Module,
     tokenizer,
