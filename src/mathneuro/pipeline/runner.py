@@ -13,7 +13,6 @@ process given the same point (two workers on one sweep) skips it instead of repe
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -64,14 +63,8 @@ def stale_reason(done: dict, plugins: Plugins) -> str | None:
     reason = plugins.method.stale_reason(recorded if isinstance(recorded, dict) else {}, plugins.method_cfg)
     if reason:
         return reason
-    ispec, icfg = plugins.intervention, plugins.intervention_cfg
     old = (done.get("config") or {}).get("intervention")
-    old = old if isinstance(old, dict) else {}
-    for name in ispec.settings():
-        before, now = _plain(old.get(name, ispec.default(name))), _plain(getattr(icfg, name))
-        if json.dumps(before, sort_keys=True, default=str) != json.dumps(now, sort_keys=True, default=str):
-            return f"made with intervention.{name}={before}, this run asks for {now}"
-    return None
+    return plugins.intervention.stale_setting(old if isinstance(old, dict) else {}, plugins.intervention_cfg)
 
 
 def ignored_settings(cfg: Config, spec: MethodSpec, ispec: InterventionSpec, overrides: Sequence[str],
