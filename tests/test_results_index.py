@@ -64,6 +64,7 @@ def test_commands_parse_commits_and_scripts() -> None:
     assert SCRIPT.findall(command) == ["experiments/run.sh"]
 
 
+@pytest.mark.integration  # runs git
 @pytest.mark.skipif(not _full_history(), reason="needs the repository's full git history")
 def test_every_commit_and_script_exists_in_history() -> None:
     missing_commits, missing_scripts = [], []
