@@ -127,11 +127,11 @@ run_stage() {
              --task race eval=paper eval.limits.race=400 --task mmlu eval=paper eval.limits.mmlu=20 ;;
     claim1) sweep_seeds prune "$SEEDS" "mathneuro random" "${points[@]}" "${mmlu[@]}" "${c1_eval[@]}" top_k=0.15 \
               save_selection=true hydra.sweep.dir="$root/claim1" ;;
-    claim45)
-      sweep "${common[@]}" "${race[@]}" eval=none top_k=0.15 seed="${SEEDS// /,}" num_samples=100 method=mathneuro \
-            save_selection=true hydra.sweep.dir="$root/claim45/claim4"
+    claim45)  # claim 5's sweep first: it also gives claim 4 its MMLU-filter half
       sweep "${common[@]}" "${mmlu[@]}" eval=none top_k=0.15 seed="${SEEDS// /,}" num_samples=1,10,100 method=mathneuro \
-            save_selection=true hydra.sweep.dir="$root/claim45/claim5" ;;
+            save_selection=true hydra.sweep.dir="$root/claim45/claim5"
+      sweep "${common[@]}" "${race[@]}" eval=none top_k=0.15 seed="${SEEDS// /,}" num_samples=100 method=mathneuro \
+            save_selection=true hydra.sweep.dir="$root/claim45/claim4" ;;
     base6d) baseline "$root/base6d" --task minerva_math eval=generalisation eval.limits.minerva_math=35 ;;
     claim6d) sweep_seeds generalisation "$SEEDS_6D" mathneuro "${points[@]}" "${mmlu[@]}" "${d6_eval[@]}" top_k=0.15 \
                hydra.sweep.dir="$root/claim6d" ;;
