@@ -99,6 +99,27 @@ def test_a_stage_runs_only_on_its_groups_machine_kind_unless_told_and_then_the_g
     assert not (out / "confirm" / "prune").exists()  # the old kind's records go; no comparison mixes kinds
 
 
+def test_first_stage_refuses_an_unplanned_kind_unless_told(tmp_path, capsys):
+    """The amendment's first stage binds every group to its kind, so it starts only on the planned kind (the
+    block's ``machine_kind.planned``) unless told; once started, later stages follow the recorded kind."""
+    pack = load_experiment("claims/pack_confirm")
+    root, out = tmp_path / "root", tmp_path / "records"
+    assert pack.planned_kind() == "Intel(R) Xeon(R) Processor (amx_bf16+avx512_bf16+avx512f+avx2)"
+    with pytest.raises(SystemExit, match="CONFIRM_UNPLANNED_KIND"):
+        pack.check_kind("claim45", root, out, here="AMD EPYC (avx2)", planned="Xeon (amx_bf16)")
+    assert not (out / "confirm" / "machine_kind.json").exists()  # nothing recorded by a refusal
+    assert pack.check_kind("claim45", root, out, here="AMD EPYC (avx2)", planned="Xeon (amx_bf16)",
+                           unplanned=True) == "AMD EPYC (avx2)"
+    # the amendment has started: the next group follows its kind, the planned one needs CONFIRM_NEW_KIND
+    assert pack.check_kind("base1", root, out, here="AMD EPYC (avx2)", planned="Xeon (amx_bf16)") == "AMD EPYC (avx2)"
+    with pytest.raises(SystemExit, match="CONFIRM_NEW_KIND"):
+        pack.check_kind("base6d", root, out, here="Xeon (amx_bf16)", planned="Xeon (amx_bf16)")
+    assert pack.main(["where"]) == 0
+    here = capsys.readouterr().out
+    assert here.startswith(f"this machine: {pack.this_machine()}")
+    assert ("not the planned" in here) == (pack.this_machine() != pack.planned_kind())
+
+
 def test_claim5_packs_overlap_records_that_the_claims_table_reads(tmp_path):
     """pack_confirm writes claim 5's per-matrix counts in the one format claims.py reads (``overlap`` records under
     confirm/data_efficiency/pairs): each matrix's sizes and intersection, each selection file's sha256."""

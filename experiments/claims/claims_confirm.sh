@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 53: the confirmatory amendment of ANALYSIS_PLAN.md (2026-12-07, confirmatory), about 12 CPU-hours at one
-# thread on an Intel Xeon with AMX (bf16; about 6x that on a CPU without bf16 units). Fresh test examples
+# thread on an Intel Xeon with AMX (bf16; about 50x that on a CPU without bf16 units, measured). Fresh test examples
 # (experiments/confirm/examples.json) and identification draws never run before (seeds 100-103). Stages in priority
 # order, each resumable per point; every comparison's points and its baseline run on ONE machine kind:
 #   bash experiments/claims/claims_confirm.sh STAGE          (STAGE: one of the list below, or `all` for every stage in order)
@@ -25,10 +25,12 @@
 #   stop      end the workers started by `workers`
 # One machine kind: before a stage runs, experiments/claims/pack_confirm.py records this machine's kind (CPU model and
 # bf16-kernel flags) or refuses (exit 2) if the stage's comparisons began on another kind. CONFIRM_NEW_KIND=1
-# restarts that stage's comparison group (base1+claim1, claim45, base6d+claim6d) on this kind instead.
+# restarts that stage's comparison group (base1+claim1, claim45, base6d+claim6d) on this kind instead. The first stage
+# runs only on the amendment's planned kind (the Intel Xeon with AMX) unless CONFIRM_UNPLANNED_KIND=1: bf16 without
+# bf16 units is about 50x slower, and the first stage binds every group to its kind.
 # Environment (defaults): MODEL (qwen2_5_coder_1_5b) MODELS (/root/.cache/mathneuro-models) DATA (../shared/data)
 #   ROOT (/work/exp-outputs/claims_confirm) CACHE (/work/exp-cache/confirm; one subfolder per machine kind)
-#   DTYPE (bfloat16) CONFIRM_NEW_KIND (unset)
+#   DTYPE (bfloat16) CONFIRM_NEW_KIND (unset) CONFIRM_UNPLANNED_KIND (unset)
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/../.."
@@ -119,8 +121,8 @@ baseline() {  # baseline DIR [--task NAME OVERRIDE...]...: the unedited model, o
 run_stage() {
   if [ "$mode" != check ] && [ "$1" != drafts ]; then
     build_data
-    "$py" experiments/claims/pack_confirm.py kind "$1" --root "$root" --out "$records" ${CONFIRM_NEW_KIND:+--new-kind} >/dev/null \
-      || exit 2
+    "$py" experiments/claims/pack_confirm.py kind "$1" --root "$root" --out "$records" ${CONFIRM_NEW_KIND:+--new-kind} \
+      ${CONFIRM_UNPLANNED_KIND:+--unplanned-kind} >/dev/null || exit 2
   fi
   case $1 in
     base1) baseline "$root/base1" --task gsm8k_cot eval=paper eval.limits.gsm8k_cot=200 \
@@ -152,8 +154,7 @@ case $stage in
     "$py" experiments/data/confirm_examples.py check --data "$data" --records "$records" >&2 || exit 2
     build_data
     check_stages
-    "$py" -c "import sys; sys.path.insert(0, 'experiments/claims'); from pack_amended import this_machine
-print('this machine:', this_machine())" >&2 ;;
+    "$py" experiments/claims/pack_confirm.py where >&2 ;;
   data) build_data; echo "$fresh" ;;
   all) run_stages pack_quietly ;;
   pack) "$py" experiments/claims/pack_confirm.py pack --root "$root" --out "$records" ;;

@@ -66,7 +66,9 @@ T1B_FACTORS = (0.20, 0.10)  # 0.20 decides (the plan as it stands); 0.10 (the pl
 #: points, 3,633-4,830 s, less their other tasks); an identification 58-253 s (N = 100).
 COSTS = {"gsm8k_undrafted": 9.4, "gsm8k_drafted_pruned": 3.5, "race": 3.3, "mmlu": 0.41,
          "math_undrafted": 10.8, "math_drafted_pruned": 25.0, "ident_100": 250.0, "ident_small": 60.0}
-#: The AMD EPYC with AVX2 only (no bf16 units) this amendment was written on runs bf16 about 6x slower.
+#: The factor the amendment assumed for the AMD EPYC with AVX2 only (no bf16 units) it was written on: bf16 against
+#: float32 on that EPYC. Against the Xeon's bf16 it is about 50 (measured since: studies/claims_confirm.md); kept,
+#: since the committed amendment prints this table.
 EPYC_AVX2_FACTOR = 6.0
 
 

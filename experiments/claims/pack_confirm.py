@@ -31,6 +31,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from claimslib.confirm import read_amendment
 from claimslib.overlap_records import SET_FILES, write_pairs
 from claimslib.records import (
     SELECTION_KEPT,
@@ -74,12 +75,31 @@ def _slug(kind: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in kind.lower()).strip("_")
 
 
-def check_kind(stage: str, root: Path, out: Path, *, new_kind: bool = False, here: str | None = None) -> str:
-    """This machine's kind if ``stage`` may run on it (recording it where nothing was); raises SystemExit(2)."""
+#: measured on the AMD EPYC with AVX2 only (2026-12-07, studies/claims_confirm.md): the 1.5B's forward at one thread
+#: runs about 3 tokens/s in bf16 there, about 50 times slower than the planned Xeon with AMX
+UNPLANNED_NOTE = ("the amendment is sized for its planned kind; on a CPU without bf16 units (no amx_bf16 or "
+                  "avx512_bf16) bf16 runs about 50x slower (claim45 alone: about 23 CPU-hours on an AVX2 EPYC)")
+
+
+def planned_kind(plan: Path = HERE.parent / "ANALYSIS_PLAN.md") -> str | None:
+    """The machine kind the amendment's block plans its runs for (``machine_kind.planned``), None if it names none."""
+    am = read_amendment(plan.read_text())
+    return (am.block.get("machine_kind") or {}).get("planned") if am is not None else None
+
+
+def check_kind(stage: str, root: Path, out: Path, *, new_kind: bool = False, here: str | None = None,
+               planned: str | None = None, unplanned: bool = False) -> str:
+    """This machine's kind if ``stage`` may run on it (recording it where nothing was); raises SystemExit(2).
+    The amendment's first stage runs only on the ``planned`` kind, unless ``unplanned``: the first stage binds
+    every group to its kind, so starting on a slower kind by accident would tie the whole amendment to it."""
     here = here or this_machine()
     path = out / "confirm" / KIND_FILE
     state = json.loads(path.read_text()) if path.is_file() else {"amendment": AMENDMENT, "kind": None, "groups": {},
                                                                  "restarts": []}
+    if state["kind"] is None and planned and here != planned and not unplanned:
+        raise SystemExit(f"error: {stage}: this machine is {here}, not the amendment's planned {planned}: "
+                         f"{UNPLANNED_NOTE}. Run on the planned kind, or set CONFIRM_UNPLANNED_KIND=1 to start "
+                         f"the amendment here (every stage then runs on this kind)")
     group = group_of(stage)
     wanted = state["groups"].get(group) or state["kind"]
     if wanted is not None and wanted != here:
@@ -174,19 +194,27 @@ def pack(root: Path, out: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=("kind", "pack"))
+    parser.add_argument("action", choices=("kind", "pack", "where"))
     parser.add_argument("stage", nargs="?", help="kind: the stage about to run")
     parser.add_argument("--new-kind", action="store_true", help="kind: restart the stage's group on this kind")
+    parser.add_argument("--unplanned-kind", action="store_true",
+                        help="kind: let the amendment's first stage run on a kind other than the planned one")
     parser.add_argument("--root", default="/work/exp-outputs/claims_confirm", help="the stages' ROOT")
     parser.add_argument("--out", default=str(HERE.parent / "records"), help="records root (default: %(default)s)")
     args = parser.parse_args(argv)
     root, out = Path(args.root), Path(args.out)
+    if args.action == "where":
+        here, planned = this_machine(), planned_kind()
+        print(f"this machine: {here}" + ("" if planned in (None, here) else
+                                         f" (not the planned {planned}: {UNPLANNED_NOTE})"))
+        return 0
     if args.action == "kind":
         if args.stage is None or not any(args.stage in s or args.stage == g for g, s in GROUPS.items()):
             print(f"error: kind: give a stage ({', '.join(s for g in GROUPS.values() for s in g)})", file=sys.stderr)
             return 2
         try:
-            print(check_kind(args.stage, root, out, new_kind=args.new_kind))
+            print(check_kind(args.stage, root, out, new_kind=args.new_kind, planned=planned_kind(),
+                             unplanned=args.unplanned_kind))
         except SystemExit as stop:
             print(stop, file=sys.stderr)
             return 2
