@@ -5,7 +5,10 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-unit test-integration test-slow test-slurm lint bench claims run clean
+# pytest-xdist workers for the test tiers: one per CPU, at most 4 (override: make test JOBS=1)
+JOBS ?= $(shell $(PYTHON) -c 'import os; print(min(4, len(os.sched_getaffinity(0))))')
+
+.PHONY: install test test-unit test-integration test-e2e test-slow test-slurm lint bench claims run clean
 
 install: $(STAMP)
 
@@ -16,14 +19,17 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) install -q -c constraints.txt -e '.[dev,launchers]'
 	touch $(STAMP)
 
-test: install  # unit + integration: everything but slow and slurm
-	$(PY) -m pytest -q -m "not slow and not slurm"
+test: install  # unit + integration, in parallel: everything but e2e, slow and slurm (under 10 minutes on 2 cores)
+	$(PY) -m pytest -q -n $(JOBS) -m "not e2e and not slow and not slurm"
 
 test-unit: install
-	$(PY) -m pytest -q -m "unit and not slow"
+	$(PY) -m pytest -q -n $(JOBS) -m "unit and not slow"
 
 test-integration: install
-	$(PY) -m pytest -q -m "integration and not slow and not slurm"
+	$(PY) -m pytest -q -n $(JOBS) -m "integration and not e2e and not slow and not slurm"
+
+test-e2e: install  # whole-program scenarios of 20 s or more; .ci/run runs them after make test
+	$(PY) -m pytest -q -n $(JOBS) -m "e2e and not slow and not slurm"
 
 test-slow: install
 	$(PY) -m pytest -q -m slow

@@ -15,9 +15,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Test tiers: a test is ``unit`` unless marked ``integration``, ``slow`` or ``slurm`` (``make test-unit``)."""
+    """Test tiers: a test is ``unit`` unless marked ``integration``, ``e2e``, ``slow`` or ``slurm``
+    (``make test-unit``)."""
     for item in items:
-        if not any(item.get_closest_marker(tier) for tier in ("integration", "slow", "slurm")):
+        if not any(item.get_closest_marker(tier) for tier in ("integration", "e2e", "slow", "slurm")):
             item.add_marker(pytest.mark.unit)
 
 

@@ -39,6 +39,7 @@ def test_good_points_pass_and_a_limit_for_a_task_not_evaluated_is_refused(tmp_pa
     assert "eval.limits.gsm8k_gne" in err and "not in eval.tasks" in err
 
 
+@pytest.mark.e2e
 def test_a_bad_value_in_any_swept_position_is_refused(tmp_path, capsys) -> None:
     main = _module().main
     assert main(_base(tmp_path) + ["method=mathneuro,nosuch"]) == 2

@@ -46,6 +46,7 @@ def test_the_tests_name_tasks_as_the_evaluation_path_names_their_records(tmp_pat
             assert harness.display_name(task, leaf).startswith(task)
 
 
+@pytest.mark.e2e
 def test_every_test_reads_a_metric_its_task_reports(tmp_path: Path) -> None:
     """Each test's metric is one its task's lm-eval config makes (``metric_list`` × filters, as results and
     records name them), under our local twin and the stock task alike: a test that names a metric the

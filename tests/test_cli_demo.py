@@ -24,6 +24,7 @@ def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
                           timeout=300, env=env)
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_help_names_mathneuro_says_what_it_does_and_lists_only_real_options(tmp_path):
     res = cli(["--help"], tmp_path)
@@ -50,6 +51,7 @@ def test_help_names_mathneuro_says_what_it_does_and_lists_only_real_options(tmp_
     assert "filter_rate:" in method and "filter_top_k:" not in method
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_cfg_job_of_a_multirun_says_in_one_line_what_to_do(tmp_path):
     res = cli(["-m", "top_k=0.01,0.05", "method=mathneuro,random", "--cfg", "job"], tmp_path)

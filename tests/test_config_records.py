@@ -82,6 +82,7 @@ def test_a_method_whose_selection_is_not_of_its_declared_unit_is_refused(tiny_di
     assert not (tmp_path / "run" / "results.json").exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_a_run_refused_before_it_starts_leaves_nothing_behind(tiny_dir: Path, tmp_path: Path) -> None:
     common = [*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", "logger=none"]

@@ -345,6 +345,7 @@ def wandb_summary(run_dir: Path) -> dict:
     return summary
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_unreachable_wandb_logs_every_point_offline_after_one_bounded_wait(tiny_dir, tmp_path):
     sweep = tmp_path / "sweep"
@@ -391,6 +392,7 @@ def test_wandb_dir_set_by_the_user_is_honoured(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------------------- interruption
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_sigterm_during_statistics_leaves_nothing_and_a_rerun_completes(tiny_dir, tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"

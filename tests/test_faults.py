@@ -155,6 +155,7 @@ def test_a_read_only_cache_or_run_dir_is_refused_and_a_read_only_sweep_reports_e
     assert "baseline" in (tmp_path / "report" / "paired.csv").read_text()
 
 
+@pytest.mark.e2e
 def test_cli_on_a_full_disk_is_one_line_and_exit_2_then_a_rerun_completes(tiny_dir: Path, tmp_path: Path,
                                                                            mounts) -> None:
     disk = mounts(tmp_path / "disk", size="96k")  # Hydra's files fit; the exported model (~100 KB) does not
@@ -184,6 +185,7 @@ def _fill(disk: Path) -> None:
         os.close(fd)
 
 
+@pytest.mark.e2e
 def test_hydras_own_writes_on_a_full_disk_are_one_line_naming_the_file_and_leave_nothing(
         tiny_dir: Path, tmp_path: Path, mounts) -> None:
     disk = mounts(tmp_path / "disk", size="64k")
@@ -201,6 +203,7 @@ def test_hydras_own_writes_on_a_full_disk_are_one_line_naming_the_file_and_leave
     assert sorted(p.name for p in disk.iterdir()) == ["fill"]  # no half-written snapshot, no empty folder
 
 
+@pytest.mark.e2e
 def test_a_run_or_sweep_dir_below_a_file_and_a_log_on_a_full_disk_are_one_line(tiny_dir: Path, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"  # root writes anywhere: a path below a regular file stops it too (ENOTDIR)
     blocker.write_text("not a folder")
@@ -244,6 +247,7 @@ KILL_AT = {  # stage -> what on disk says the point is in it
 }
 
 
+@pytest.mark.e2e
 def test_a_point_sigkilled_at_any_stage_is_completed_by_the_next_run_with_the_same_result(
         tiny_dir: Path, tmp_path: Path) -> None:
     overrides = ["num_samples=48", "batch_size=2", "max_length=64", "checkpoint_every_s=0", "logger=none",

@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 @pytest.mark.parametrize("launcher", ["parallel", "submitit_local"])
 def test_process_per_job_sweep_computes_each_datasets_statistics_once(launcher, tiny_dir, tmp_path):

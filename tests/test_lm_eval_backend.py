@@ -137,6 +137,7 @@ def test_import_mathneuro_stays_light_and_registers_on_lm_eval_s_import():
     assert done.stdout.strip() == "ok"
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_lm_eval_s_command_line_runs_mathneuro_hf(varied_dir, task_folder):
     done = subprocess.run([sys.executable, "-m", "mathneuro.evaluation.lm_eval_cli", "run", "--model", "mathneuro-hf",

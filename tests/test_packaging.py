@@ -94,6 +94,7 @@ def test_the_sdist_holds_the_configs_and_builds_a_wheel_that_ships_them(tmp_path
     assert {name.removeprefix("src/") for name in yamls} <= shipped
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_wheel_installs_anywhere_and_runs_with_a_users_config_dir(tiny_dir, tmp_path):
     src = source_copy(tmp_path / "src-copy")

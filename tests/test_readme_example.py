@@ -68,6 +68,7 @@ def make_recipe(target: str) -> str:
     return recipe[-1].strip().replace("$(PY)", "python")
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_the_readmes_quick_start_and_first_sweep_run_as_written_in_a_new_shell(tiny_dir, tmp_path):
     """A new shell after ``make run``: the README's activation line, then ``make run``'s command and the first

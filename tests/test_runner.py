@@ -103,6 +103,7 @@ def test_end_to_end_run_writes_complete_results_and_offline_wandb(tiny_dir, tmp_
     assert not list(out.glob(".results.json.*"))  # no temp file left behind
 
 
+@pytest.mark.e2e
 def test_two_by_two_multirun_computes_statistics_once_per_dataset(tiny_dir, tmp_path):
     sweep = tmp_path / "sweep"
     cache = tmp_path / "cache"
@@ -123,6 +124,7 @@ def test_two_by_two_multirun_computes_statistics_once_per_dataset(tiny_dir, tmp_
     assert list((sweep / "report" / "wandb").glob("offline-run-*"))
 
 
+@pytest.mark.e2e
 def test_interrupted_multirun_resumes_without_redoing_points(tiny_dir, tmp_path):
     sweep = tmp_path / "sweep"
     args = ["-m", *base_overrides(tiny_dir, tmp_path / "cache"), "eval=quick", "eval.limit=2",

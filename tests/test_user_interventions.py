@@ -59,6 +59,7 @@ def run_cli(args: list[str], lab: Path, cwd: Path) -> subprocess.CompletedProces
                           timeout=600, env=env)
 
 
+@pytest.mark.e2e
 def test_a_users_intervention_runs_with_its_random_reference_and_the_report_pairs_them(tiny_dir, tmp_path):
     lab = tmp_path / "lab"
     lab.mkdir()

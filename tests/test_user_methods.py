@@ -98,6 +98,7 @@ def tiny_args(tiny_dir: Path, tmp_path: Path, top_k: float = 0.1) -> list[str]:
             f"top_k={top_k}"]
 
 
+@pytest.mark.e2e
 def test_user_methods_run_with_their_own_size_random_references_and_the_report_pairs_them(user_lab, tiny_dir,
                                                                                            tmp_path):
     sweep = tmp_path / "sweep"
@@ -142,6 +143,7 @@ def test_user_methods_run_with_their_own_size_random_references_and_the_report_p
     assert both_seeds and all(r["seeds"] == "2" for r in both_seeds)
 
 
+@pytest.mark.e2e
 def test_a_setting_no_method_of_the_run_has_is_refused_and_one_some_have_is_recorded_as_ignored(
         user_lab, tiny_dir, tmp_path):
     base = [*tiny_args(tiny_dir, tmp_path, top_k=0.5), "eval=none", "logger=none"]

@@ -99,8 +99,10 @@ def test_one_version_in_the_package_pyproject_and_changelog() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "mathneuro.__version__"}
-    heading = next(line for line in (REPO / "CHANGELOG.md").read_text().splitlines() if line.startswith("## "))
-    assert re.search(r"\b(\d+\.\d+\.\d+)\b", heading).group(1) == mathneuro.__version__ == "0.2.0"
+    headings = [line for line in (REPO / "CHANGELOG.md").read_text().splitlines() if line.startswith("## ")]
+    released = [h for h in headings if h != "## Unreleased"]  # changes since the last release sit above it
+    assert headings[: len(headings) - len(released)] in ([], ["## Unreleased"])
+    assert re.search(r"\b(\d+\.\d+\.\d+)\b", released[0]).group(1) == mathneuro.__version__ == "0.2.0"
 
 
 def test_git_state_of_this_checkout() -> None:

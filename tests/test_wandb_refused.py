@@ -51,6 +51,7 @@ def test_an_unreachable_hub_loads_a_cached_model_locally_and_refuses_any_other(t
         hub_access("someone/elsewhere")
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_a_run_refused_for_its_model_leaves_no_wandb_run_and_no_folder(tiny_dir, tmp_path):
     not_a_model = tmp_path / "weights.bin"

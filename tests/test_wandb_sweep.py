@@ -50,6 +50,7 @@ def swept(tiny_dir, tmp_path_factory):
     return {"sweep": sweep, "first": first, "second": second, "runs": runs, "reports_before": reports_before}
 
 
+@pytest.mark.e2e
 def test_every_point_and_the_report_share_the_sweeps_group_with_short_unique_names(swept):
     runs = swept["runs"]
     assert len(runs) == 4
@@ -176,6 +177,7 @@ def test_quiet_with_one_status_line_and_stages_in_each_points_log(swept):
     assert sum("eval [unedited model] arith" in text for text in logs) == 1  # evaluated once, then from the cache
 
 
+@pytest.mark.e2e
 def test_logger_group_name_and_tags_are_honoured_and_verbose_brings_the_banners_back(tiny_dir, tmp_path):
     out = tmp_path / "run"
     res = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", "logger.group=my-comparison",
