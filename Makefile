@@ -5,8 +5,8 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-# pytest-xdist workers for the test tiers: one per CPU, at most 4 (override: make test JOBS=1)
-JOBS ?= $(shell $(PYTHON) -c 'import os; print(min(4, len(os.sched_getaffinity(0))))')
+# pytest-xdist workers for the test tiers: one per CPU, at most 4 (make test JOBS=0: one process, no workers)
+JOBS ?= $(shell $(PYTHON) -c 'import os; n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(); print(max(1, min(4, n or 1)))')
 
 .PHONY: install test test-unit test-integration test-e2e test-slow test-slurm lint bench claims run clean
 
