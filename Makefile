@@ -28,7 +28,7 @@ test-unit: install
 test-integration: install
 	$(PY) -m pytest -q -n $(JOBS) -m "integration and not e2e and not slow and not slurm"
 
-test-e2e: install  # whole-program scenarios of 20 s or more; .ci/run runs them after make test
+test-e2e: install  # whole-program scenarios of 12 s or more; .ci/run runs them after make test
 	$(PY) -m pytest -q -n $(JOBS) -m "e2e and not slow and not slurm"
 
 test-slow: install

@@ -113,6 +113,7 @@ def test_batches_are_keyed_by_their_content():
     assert journal.key(ctx, mask, 10, ["\n"], {"logits_processor": object()}) is None  # not kept
 
 
+@pytest.mark.e2e
 @pytest.mark.integration  # end to end through the runner and lm-eval
 def test_a_point_cut_inside_a_generation_task_resumes_at_the_batch_it_was_in(tiny_dir, tmp_path, data_dir,
                                                                              monkeypatch):

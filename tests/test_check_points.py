@@ -84,6 +84,7 @@ def test_a_runner_refuses_an_unknown_stage_before_anything_runs(tmp_path, runner
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "cache").exists()  # nothing ran
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 @pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize("missing", ["model", "data", "root"])

@@ -92,6 +92,7 @@ def test_console_tables_show_each_point_beside_the_unedited_model_and_mark_resol
     assert lines[2].endswith(" no difference shown")
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_demo_runs_mathneuro_and_random_and_prints_both_with_paired_intervals(tiny_dir, tmp_path):
     sweep = tmp_path / "sweep"

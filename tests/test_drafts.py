@@ -238,6 +238,7 @@ def responses(point_dir) -> list[str]:
     return [r["response"] for r in read_records(point_dir / SAMPLES_DIR / "gsm8k_cot.jsonl")]
 
 
+@pytest.mark.e2e
 @pytest.mark.integration  # in-process, but end to end through the runner and lm-eval
 def test_a_sweep_run_twice_evaluates_its_second_run_from_the_stored_drafts(tiny_dir, tmp_path, data_dir):
     scalars = [1.01, 1.1, 1.5]  # one selection (MathNeuro, K = 20 %), three scalars

@@ -159,6 +159,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.e2e
 def test_lm_eval_run_with_limit_returns_expected_metric_keys(data_dir):
     assert set(EXPECTED) == set(HARNESS_TASKS)
     model, tok = tiny_model("llama")

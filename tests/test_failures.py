@@ -107,6 +107,7 @@ def test_hydra_composition_errors_become_one_line_naming_the_key(override, line)
     assert said is not None and said.startswith(line) and "\n" not in said, said
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_unwritable_output_dir_is_one_line(tiny_dir, tmp_path):
     blocker = tmp_path / "a-file"
@@ -117,6 +118,7 @@ def test_unwritable_output_dir_is_one_line(tiny_dir, tmp_path):
     assert error_line(res).startswith("mathneuro: error: hydra.run.dir: ")
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_debug_switch_keeps_the_traceback(tiny_dir, tmp_path):
     res = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "num_samples=abc"], cwd=tmp_path, timeout=120,
@@ -126,6 +128,7 @@ def test_debug_switch_keeps_the_traceback(tiny_dir, tmp_path):
     assert res.stderr.strip().splitlines()[-1].startswith("mathneuro: error: num_samples: ")
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_truncated_gguf_is_named_as_damaged(tmp_path):
     good = write_gguf(tmp_path / "model.gguf")
@@ -186,6 +189,7 @@ def test_hub_ids_stay_valid_and_missing_paths_do_not():
 # ------------------------------------------------------------------------- a selection that edits nothing
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_top_k_that_selects_nothing_is_refused_with_the_smallest_that_does(tiny_dir, tmp_path):
     res = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "top_k=1e-9", "eval=quick", "eval.limit=2",

@@ -61,6 +61,7 @@ def plugin_dir(tmp_path_factory) -> Path:
 
 
 
+@pytest.mark.e2e
 def test_user_method_and_probe_run_through_the_cli(plugin_dir, tiny_dir, tmp_path):
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_dir), os.environ.get("PYTHONPATH", "")]),

@@ -78,6 +78,7 @@ def test_one_progress_switch_covers_evaluation():
     assert OmegaConf.to_object(compose_cfg(["progress=false", "eval.progress=true"])).eval.progress is True
 
 
+@pytest.mark.e2e
 def test_end_to_end_run_writes_complete_results_and_offline_wandb(tiny_dir, tmp_path):
     out = tmp_path / "run"
     res = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "eval=quick", "eval.limit=4",
@@ -187,6 +188,7 @@ def test_empty_dataset_is_refused(tmp_path):
         run_point(OmegaConf.to_object(cfg), tmp_path / "out")
 
 
+@pytest.mark.e2e
 def test_cli_bad_input_exits_nonzero_with_one_clear_line(tiny_dir, tmp_path):
     res = cli([*base_overrides(tiny_dir, tmp_path / "cache"), "top_k=2", f"hydra.run.dir={tmp_path / 'o'}"],
               cwd=tmp_path)
@@ -516,6 +518,7 @@ def test_a_points_record_names_the_machine_its_unedited_metrics_came_from(tiny_d
     assert "baseline_hardware" not in older and "baseline_provenance" in older  # only what the entry records
 
 
+@pytest.mark.e2e
 def test_two_workers_on_one_sweep_run_every_point_once(tiny_dir, tmp_path):
     sweep = tmp_path / "sweep"
     args = ["-m", *base_overrides(tiny_dir, tmp_path / "cache"), "eval=none", "logger=none",

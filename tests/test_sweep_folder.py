@@ -65,6 +65,7 @@ def test_a_comparison_that_cannot_be_made_ends_the_report(tmp_path: Path, capsys
         assert len(gone) == 1 and "baseline_samples" in gone[0] and "not compared with the baseline" in gone[0]
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_a_cli_sweep_moved_without_its_cache_reports_the_same(tiny_dir: Path, tmp_path: Path, capsys) -> None:
     from mathneuro.cli import report as report_cli

@@ -117,6 +117,7 @@ def reference_selection(model_dir: Path) -> dict[str, torch.Tensor]:
     return out
 
 
+@pytest.mark.e2e
 def test_a_user_statistics_kind_feeds_a_user_method_in_a_sweep(user_lab, tiny_dir, tmp_path):
     from mathneuro.methods.selection import Selection
 
