@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) install -q -c constraints.txt -e '.[dev,launchers]'
 	touch $(STAMP)
 
-test: install  # unit + integration, in parallel: everything but e2e, slow and slurm (under 10 minutes on 2 cores)
+test: install  # unit + integration, in parallel: everything but e2e, slow and slurm
 	$(PY) -m pytest -q -n $(JOBS) -m "not e2e and not slow and not slurm"
 
 test-unit: install
